@@ -1,0 +1,44 @@
+# The README's two commands are `make run` and `make test`; everything else is a helper.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.powercontext-installed
+MEMBERS := runtime shared_hook_kit codex_plugin claude_code_plugin
+PYPROJECTS := pyproject.toml $(addsuffix /pyproject.toml,$(MEMBERS))
+
+.PHONY: install run test lint format openapi seekdb bench clean
+
+install: $(STAMP)
+
+$(STAMP): $(PYPROJECTS)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet $(addprefix -e ./,$(MEMBERS)) -e '.[dev]'
+	@touch $(STAMP)
+
+run: install
+	$(BIN)/powercontext serve
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+openapi: install
+	$(BIN)/python -m powercontext_runtime.http.openapi_dump runtime/openapi/powercontext.json
+
+seekdb: install
+	$(BIN)/python tools/seekdb.py
+
+bench: install
+	$(BIN)/python bench/write_scaling.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,155 @@
+"""The asynchronous client (see the package docstring).
+
+Mirrors the sync client method for method; keep the two in step.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from ..contract.memory import (
+    CaptureSourceRequest,
+    CaptureSourceResponse,
+    GetMemoryEntryRequest,
+    ListMemoryChangesRequest,
+    ListMemoryEntriesRequest,
+    MemoryChanges,
+    MemoryEntry,
+    MemoryEntryList,
+    MemoryWriteResult,
+    RememberMemoryRequest,
+    RetireMemoryEntryRequest,
+    ReviseMemoryEntryRequest,
+    SearchMemoryRequest,
+    SearchMemoryResponse,
+)
+from ..contract.system import Capabilities, Liveness, Readiness
+from ._common import (
+    DEFAULT_TIMEOUT,
+    body_of,
+    build,
+    decode,
+    default_token,
+    default_url,
+    headers_for,
+    unreachable,
+)
+
+M = TypeVar("M", bound=BaseModel)
+
+__all__ = ["AsyncPowerContextClient"]
+
+
+class AsyncPowerContextClient:
+    """Talks to one runtime; ``url`` and ``token`` default to POWERCONTEXT_URL/TOKEN."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.AsyncClient(
+            base_url=url or default_url(),
+            headers=headers_for(token if token is not None else default_token()),
+            timeout=timeout,
+            follow_redirects=False,
+            transport=transport,  # type: ignore[arg-type]
+        )
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncPowerContextClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _send(self, method: str, path: str, body: BaseModel | None, model: type[M]) -> M:
+        try:
+            response = await self._http.request(
+                method, path, json=None if body is None else body_of(body)
+            )
+        except httpx.HTTPError as exc:
+            raise unreachable(exc) from None
+        return decode(response, model)
+
+    async def get_liveness(self) -> Liveness:
+        """Is the process up? (no auth)"""
+        return await self._send("GET", "/health/live", None, Liveness)
+
+    async def get_readiness(self) -> Readiness:
+        """Can it reach its database? (no auth)"""
+        return await self._send("GET", "/health/ready", None, Readiness)
+
+    async def get_capabilities(self) -> Capabilities:
+        """Schemas, families and modes this runtime serves."""
+        return await self._send("GET", "/v1/capabilities", None, Capabilities)
+
+    async def remember_memory(
+        self, request: RememberMemoryRequest | None = None, /, **fields: Any
+    ) -> MemoryWriteResult:
+        """Add an entry; identical active content is a no-op returning it."""
+        body = build(RememberMemoryRequest, request, fields)
+        return await self._send("POST", "/v1/memory/remember", body, MemoryWriteResult)
+
+    async def search_memory(
+        self, request: SearchMemoryRequest | None = None, /, **fields: Any
+    ) -> SearchMemoryResponse:
+        """Ranked hits over the head revision's active entries."""
+        body = build(SearchMemoryRequest, request, fields)
+        return await self._send("POST", "/v1/memory/search", body, SearchMemoryResponse)
+
+    async def get_memory_entry(
+        self, request: GetMemoryEntryRequest | None = None, /, **fields: Any
+    ) -> MemoryEntry:
+        """Exact re-read of a cited version, as it was in that revision."""
+        body = build(GetMemoryEntryRequest, request, fields)
+        return await self._send("POST", "/v1/memory/entries/get", body, MemoryEntry)
+
+    async def list_memory_entries(
+        self, request: ListMemoryEntriesRequest | None = None, /, **fields: Any
+    ) -> MemoryEntryList:
+        """Entries of the head revision, in creation order, paged."""
+        body = build(ListMemoryEntriesRequest, request, fields)
+        return await self._send("POST", "/v1/memory/entries/list", body, MemoryEntryList)
+
+    async def revise_memory_entry(
+        self, request: ReviseMemoryEntryRequest | None = None, /, **fields: Any
+    ) -> MemoryWriteResult:
+        """New version of one entry; the citation is the CAS token."""
+        body = build(ReviseMemoryEntryRequest, request, fields)
+        return await self._send("POST", "/v1/memory/entries/revise", body, MemoryWriteResult)
+
+    async def retire_memory_entry(
+        self, request: RetireMemoryEntryRequest | None = None, /, **fields: Any
+    ) -> MemoryWriteResult:
+        """Make an entry inactive in a new revision; nothing is deleted."""
+        body = build(RetireMemoryEntryRequest, request, fields)
+        return await self._send("POST", "/v1/memory/entries/retire", body, MemoryWriteResult)
+
+    async def list_memory_changes(
+        self, request: ListMemoryChangesRequest | None = None, /, **fields: Any
+    ) -> MemoryChanges:
+        """Revision summaries after ``since_revision``."""
+        body = build(ListMemoryChangesRequest, request, fields)
+        return await self._send("POST", "/v1/memory/changes", body, MemoryChanges)
+
+    async def capture_content_source(
+        self, request: CaptureSourceRequest | None = None, /, **fields: Any
+    ) -> CaptureSourceResponse:
+        """Journal a captured source (idempotent by source_id)."""
+        body = build(CaptureSourceRequest, request, fields)
+        return await self._send("POST", "/v1/sources/content", body, CaptureSourceResponse)

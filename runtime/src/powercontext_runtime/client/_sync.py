@@ -1,0 +1,155 @@
+"""The synchronous client (see the package docstring).
+
+Mirrors the async client method for method; keep the two in step.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from ..contract.memory import (
+    CaptureSourceRequest,
+    CaptureSourceResponse,
+    GetMemoryEntryRequest,
+    ListMemoryChangesRequest,
+    ListMemoryEntriesRequest,
+    MemoryChanges,
+    MemoryEntry,
+    MemoryEntryList,
+    MemoryWriteResult,
+    RememberMemoryRequest,
+    RetireMemoryEntryRequest,
+    ReviseMemoryEntryRequest,
+    SearchMemoryRequest,
+    SearchMemoryResponse,
+)
+from ..contract.system import Capabilities, Liveness, Readiness
+from ._common import (
+    DEFAULT_TIMEOUT,
+    body_of,
+    build,
+    decode,
+    default_token,
+    default_url,
+    headers_for,
+    unreachable,
+)
+
+M = TypeVar("M", bound=BaseModel)
+
+__all__ = ["PowerContextClient"]
+
+
+class PowerContextClient:
+    """Talks to one runtime; ``url`` and ``token`` default to POWERCONTEXT_URL/TOKEN."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.Client(
+            base_url=url or default_url(),
+            headers=headers_for(token if token is not None else default_token()),
+            timeout=timeout,
+            follow_redirects=False,
+            transport=transport,  # type: ignore[arg-type]
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> PowerContextClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _send(self, method: str, path: str, body: BaseModel | None, model: type[M]) -> M:
+        try:
+            response = self._http.request(
+                method, path, json=None if body is None else body_of(body)
+            )
+        except httpx.HTTPError as exc:
+            raise unreachable(exc) from None
+        return decode(response, model)
+
+    def get_liveness(self) -> Liveness:
+        """Is the process up? (no auth)"""
+        return self._send("GET", "/health/live", None, Liveness)
+
+    def get_readiness(self) -> Readiness:
+        """Can it reach its database? (no auth)"""
+        return self._send("GET", "/health/ready", None, Readiness)
+
+    def get_capabilities(self) -> Capabilities:
+        """Schemas, families and modes this runtime serves."""
+        return self._send("GET", "/v1/capabilities", None, Capabilities)
+
+    def remember_memory(
+        self, request: RememberMemoryRequest | None = None, /, **fields: Any
+    ) -> MemoryWriteResult:
+        """Add an entry; identical active content is a no-op returning it."""
+        body = build(RememberMemoryRequest, request, fields)
+        return self._send("POST", "/v1/memory/remember", body, MemoryWriteResult)
+
+    def search_memory(
+        self, request: SearchMemoryRequest | None = None, /, **fields: Any
+    ) -> SearchMemoryResponse:
+        """Ranked hits over the head revision's active entries."""
+        body = build(SearchMemoryRequest, request, fields)
+        return self._send("POST", "/v1/memory/search", body, SearchMemoryResponse)
+
+    def get_memory_entry(
+        self, request: GetMemoryEntryRequest | None = None, /, **fields: Any
+    ) -> MemoryEntry:
+        """Exact re-read of a cited version, as it was in that revision."""
+        body = build(GetMemoryEntryRequest, request, fields)
+        return self._send("POST", "/v1/memory/entries/get", body, MemoryEntry)
+
+    def list_memory_entries(
+        self, request: ListMemoryEntriesRequest | None = None, /, **fields: Any
+    ) -> MemoryEntryList:
+        """Entries of the head revision, in creation order, paged."""
+        body = build(ListMemoryEntriesRequest, request, fields)
+        return self._send("POST", "/v1/memory/entries/list", body, MemoryEntryList)
+
+    def revise_memory_entry(
+        self, request: ReviseMemoryEntryRequest | None = None, /, **fields: Any
+    ) -> MemoryWriteResult:
+        """New version of one entry; the citation is the CAS token."""
+        body = build(ReviseMemoryEntryRequest, request, fields)
+        return self._send("POST", "/v1/memory/entries/revise", body, MemoryWriteResult)
+
+    def retire_memory_entry(
+        self, request: RetireMemoryEntryRequest | None = None, /, **fields: Any
+    ) -> MemoryWriteResult:
+        """Make an entry inactive in a new revision; nothing is deleted."""
+        body = build(RetireMemoryEntryRequest, request, fields)
+        return self._send("POST", "/v1/memory/entries/retire", body, MemoryWriteResult)
+
+    def list_memory_changes(
+        self, request: ListMemoryChangesRequest | None = None, /, **fields: Any
+    ) -> MemoryChanges:
+        """Revision summaries after ``since_revision``."""
+        body = build(ListMemoryChangesRequest, request, fields)
+        return self._send("POST", "/v1/memory/changes", body, MemoryChanges)
+
+    def capture_content_source(
+        self, request: CaptureSourceRequest | None = None, /, **fields: Any
+    ) -> CaptureSourceResponse:
+        """Journal a captured source (idempotent by source_id)."""
+        body = build(CaptureSourceRequest, request, fields)
+        return self._send("POST", "/v1/sources/content", body, CaptureSourceResponse)

@@ -1,0 +1,76 @@
+"""The composition root: the one place that turns Settings into a wired Runtime.
+
+FastAPI, the CLI and the tests all build their objects here, so there is no module-level
+state anywhere else and every dependency is visible in one screen.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from .search.analyzer import document_terms
+from .services.auth import Authenticator, ensure_local_token
+from .services.memory import MemoryService
+from .settings import Settings
+from .store.database import Database
+from .store.memory import MemoryStore
+from .store.sources import SourceStore
+from .store.tokens import TokenStore
+
+__all__ = ["Runtime"]
+
+_log = logging.getLogger("powercontext.runtime")
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    db: Database
+    memory: MemoryService
+    sources: SourceStore
+    tokens: TokenStore
+    authenticator: Authenticator
+
+    @classmethod
+    def open(cls, settings: Settings, *, prepare: bool = True) -> Runtime:
+        """Connect, create the schema idempotently and rebuild stale derived indexes."""
+        if settings.in_memory:
+            _log.warning("in_memory_database")
+        if settings.database_url.startswith("sqlite:///") and not settings.in_memory:
+            settings.home.mkdir(parents=True, exist_ok=True)
+        db = Database(settings.database_url)
+        tokens = TokenStore(db)
+        runtime = cls(
+            settings=settings,
+            db=db,
+            memory=MemoryService(MemoryStore(db, document_terms)),
+            sources=SourceStore(db),
+            tokens=tokens,
+            authenticator=Authenticator(tokens),
+        )
+        if prepare:
+            runtime.prepare()
+        return runtime
+
+    def prepare(self) -> None:
+        self.db.check_server()
+        self.db.create_schema()
+        if not self.memory.index_is_consistent():
+            count = self.memory.reindex()
+            _log.info("search_index_rebuilt", extra={"count": count})
+
+    def ensure_local_token(self) -> bool:
+        if self.settings.auth == "none":
+            return False
+        return ensure_local_token(self.tokens, self.settings.token_file)
+
+    @property
+    def backend(self) -> str:
+        return self.db.backend
+
+    def ping(self) -> None:
+        self.db.ping()
+
+    def close(self) -> None:
+        self.db.dispose()

@@ -1,0 +1,103 @@
+"""Shared field types and references used across every area of the API."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from . import limits
+
+__all__ = [
+    "ArtifactRef",
+    "EntryId",
+    "MemoryCitation",
+    "MemoryRef",
+    "ScopeId",
+    "SourceRef",
+    "StrictModel",
+]
+
+
+class StrictModel(BaseModel):
+    """Base of every wire model: unknown fields are rejected and types are not coerced."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _has_control_character(value: str) -> bool:
+    return any(unicodedata.category(ch) == "Cc" for ch in value)
+
+
+def _check_scope_id(value: str) -> str:
+    # Scope ids are opaque and compared byte-for-byte, so they are validated, never normalised.
+    if not value.strip():
+        raise ValueError("scope_id must contain a non-whitespace character")
+    if value != value.strip():
+        raise ValueError("scope_id must not start or end with whitespace")
+    if _has_control_character(value):
+        raise ValueError("scope_id must not contain control characters")
+    return value
+
+
+_PRINTABLE_ASCII = re.compile(r"^[\x21-\x7e]+$")
+
+
+def _check_id(value: str) -> str:
+    if not _PRINTABLE_ASCII.match(value):
+        raise ValueError("identifiers are printable ASCII without spaces")
+    return value
+
+
+ScopeId = Annotated[
+    str,
+    Field(min_length=1, max_length=limits.SCOPE_ID_MAX_CHARS),
+    AfterValidator(_check_scope_id),
+]
+EntryId = Annotated[
+    str, Field(min_length=1, max_length=limits.ID_MAX_CHARS), AfterValidator(_check_id)
+]
+
+Family = Literal["memory", "experience", "skill", "handoff"]
+
+
+class ArtifactRef(StrictModel):
+    """An exact, immutable revision of one artifact."""
+
+    family: Family
+    artifact_id: EntryId
+    revision: int = Field(ge=1)
+
+
+class MemoryRef(StrictModel):
+    """A revision of a scope's single Memory artifact."""
+
+    family: Literal["memory"]
+    artifact_id: Literal["memory"]
+    revision: int = Field(ge=1)
+
+    @classmethod
+    def at(cls, revision: int) -> MemoryRef:
+        return cls(family="memory", artifact_id="memory", revision=revision)
+
+
+class MemoryCitation(StrictModel):
+    """Names one immutable entry version as it was in one Memory revision."""
+
+    memory_ref: MemoryRef
+    entry_id: EntryId
+    entry_version_id: EntryId
+
+
+class SourceRef(StrictModel):
+    """Evidence pointing at a captured source."""
+
+    name: Literal["content"]
+    source_id: Annotated[str, Field(min_length=1, max_length=limits.SOURCE_ID_MAX_CHARS)]
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    """JSON-ready dict of a wire model (the one way responses are serialised)."""
+    return model.model_dump(mode="json")

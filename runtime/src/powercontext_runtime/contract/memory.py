@@ -1,0 +1,204 @@
+"""Memory and source-capture operations (spec 02 § Memory, § Sources; spec 03)."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from . import limits
+from .common import ArtifactRef, MemoryCitation, MemoryRef, ScopeId, SourceRef, StrictModel
+
+__all__ = [
+    "CaptureSourceRequest",
+    "CaptureSourceResponse",
+    "GetMemoryEntryRequest",
+    "ListMemoryChangesRequest",
+    "ListMemoryEntriesRequest",
+    "MemoryChange",
+    "MemoryChanges",
+    "MemoryEntry",
+    "MemoryEntryList",
+    "MemoryWriteResult",
+    "RememberMemoryRequest",
+    "RetireMemoryEntryRequest",
+    "ReviseMemoryEntryRequest",
+    "SearchHit",
+    "SearchMemoryRequest",
+    "SearchMemoryResponse",
+]
+
+
+def _normalise_text(value: str) -> str:
+    value = unicodedata.normalize("NFC", value).strip()
+    if not value:
+        raise ValueError("text must not be blank")
+    if len(value.encode("utf-8")) > limits.MEMORY_TEXT_MAX_BYTES:
+        raise ValueError(f"text must be at most {limits.MEMORY_TEXT_MAX_BYTES} UTF-8 bytes")
+    return value
+
+
+def _normalise_kind(value: str) -> str:
+    value = unicodedata.normalize("NFC", value).strip()
+    if not 1 <= len(value) <= limits.MEMORY_KIND_MAX_CHARS:
+        raise ValueError(f"kind must be 1..{limits.MEMORY_KIND_MAX_CHARS} characters")
+    return value
+
+
+def _normalise_tags(value: list[str]) -> list[str]:
+    # Tags are a set: duplicates collapse and storage order is sorted, so equal sets hash equal.
+    return sorted(set(value))
+
+
+def _check_not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_normalise_text)]
+Kind = Annotated[str, AfterValidator(_normalise_kind)]
+Tag = Annotated[str, Field(pattern=limits.TAG_PATTERN)]
+Tags = Annotated[list[Tag], Field(max_length=limits.MAX_TAGS), AfterValidator(_normalise_tags)]
+Reason = Annotated[str, Field(max_length=limits.MEMORY_REASON_MAX_CHARS)]
+SourceRefs = Annotated[list[SourceRef], Field(max_length=limits.MAX_EVIDENCE_REFS)]
+ArtifactRefs = Annotated[list[ArtifactRef], Field(max_length=limits.MAX_EVIDENCE_REFS)]
+Query = Annotated[
+    str, Field(min_length=1, max_length=limits.QUERY_MAX_CHARS), AfterValidator(_check_not_blank)
+]
+
+
+class MemoryEntry(StrictModel):
+    citation: MemoryCitation
+    version: int = Field(ge=1)
+    kind: str
+    text: str
+    tags: list[str]
+    state: Literal["active", "inactive"]
+    reason: str | None
+    source_refs: list[SourceRef]
+    artifact_refs: list[ArtifactRef]
+
+
+class MemoryWriteResult(StrictModel):
+    memory: MemoryRef
+    entry: MemoryEntry
+
+
+class RememberMemoryRequest(StrictModel):
+    scope_id: ScopeId
+    kind: Kind
+    text: Text
+    tags: Tags = []
+    reason: Reason | None = None
+    expected_revision: Annotated[int, Field(ge=0)] | None = None
+    source_refs: SourceRefs = []
+    artifact_refs: ArtifactRefs = []
+
+
+class ReviseMemoryEntryRequest(StrictModel):
+    scope_id: ScopeId
+    citation: MemoryCitation
+    text: Text | None = None
+    kind: Kind | None = None
+    tags: Tags | None = None
+    reason: Reason | None = None
+    source_refs: SourceRefs = []
+    artifact_refs: ArtifactRefs = []
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> ReviseMemoryEntryRequest:
+        if self.text is None and self.kind is None and self.tags is None:
+            raise ValueError("revise needs at least one of text, kind or tags")
+        return self
+
+
+class RetireMemoryEntryRequest(StrictModel):
+    scope_id: ScopeId
+    citation: MemoryCitation
+    reason: Reason | None = None
+
+
+class GetMemoryEntryRequest(StrictModel):
+    scope_id: ScopeId
+    citation: MemoryCitation
+
+
+class ListMemoryEntriesRequest(StrictModel):
+    scope_id: ScopeId
+    include_inactive: bool = False
+    limit: Annotated[int, Field(ge=1, le=limits.LIST_LIMIT_MAX)] = limits.LIST_LIMIT_DEFAULT
+    cursor: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+
+
+class MemoryEntryList(StrictModel):
+    memory: MemoryRef | None
+    entries: list[MemoryEntry]
+    next_cursor: str | None
+
+
+class SearchMemoryRequest(StrictModel):
+    scope_id: ScopeId
+    query: Query
+    limit: Annotated[int, Field(ge=1, le=limits.SEARCH_LIMIT_MAX)] = limits.SEARCH_LIMIT_DEFAULT
+    mode: Literal["auto", "fts"] = "auto"
+
+
+class SearchHit(StrictModel):
+    citation: MemoryCitation
+    text: str
+    score: Annotated[float, Field(ge=0.0, le=1.0)]
+    matched_by: Literal["fts"]
+
+
+class SearchMemoryResponse(StrictModel):
+    memory: MemoryRef | None
+    mode: Literal["fts"]
+    hits: list[SearchHit]
+
+
+class ListMemoryChangesRequest(StrictModel):
+    scope_id: ScopeId
+    since_revision: Annotated[int, Field(ge=0)] = 0
+    limit: Annotated[int, Field(ge=1, le=limits.CHANGES_LIMIT_MAX)] = limits.CHANGES_LIMIT_DEFAULT
+
+
+class MemoryChange(StrictModel):
+    revision: int
+    operation: Literal["remember", "revise", "retire"]
+    entry_id: str
+    entry_version_id: str
+    created_at: str
+
+
+class MemoryChanges(StrictModel):
+    memory: MemoryRef | None
+    changes: list[MemoryChange]
+
+
+def _check_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if len(encoded.encode("utf-8")) > limits.SOURCE_METADATA_MAX_BYTES:
+        raise ValueError(
+            f"metadata must encode to at most {limits.SOURCE_METADATA_MAX_BYTES} bytes of JSON"
+        )
+    return value
+
+
+class CaptureSourceRequest(StrictModel):
+    scope_id: ScopeId
+    source_id: Annotated[
+        str,
+        Field(min_length=1, max_length=limits.SOURCE_ID_MAX_CHARS),
+        AfterValidator(_check_not_blank),
+    ]
+    content: Annotated[str, Field(min_length=1, max_length=limits.SOURCE_CONTENT_MAX_CHARS)]
+    metadata: Annotated[dict[str, Any], AfterValidator(_check_metadata)] | None = None
+
+
+class CaptureSourceResponse(StrictModel):
+    status: Literal["accepted"]
+    source: SourceRef
+    position: int = Field(ge=1)

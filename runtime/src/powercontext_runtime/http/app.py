@@ -1,0 +1,41 @@
+"""Builds the FastAPI application around an already-opened Runtime."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from .. import __version__
+from ..composition import Runtime
+from .errors import install_error_handlers
+from .middleware import RequestMiddleware
+from .routes import router
+
+__all__ = ["create_app"]
+
+_DESCRIPTION = (
+    "Durable, cited, explicitly untrusted project memory for coding agents. Every operation "
+    "except health and capabilities is `POST /v1/<area>/<verb>` with a JSON body carrying "
+    '`scope_id`; errors always use the envelope `{"error": {code, message, details}}`.'
+)
+
+
+def create_app(runtime: Runtime) -> FastAPI:
+    app = FastAPI(
+        title="PowerContext Runtime",
+        version=__version__,
+        description=_DESCRIPTION,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.runtime = runtime
+    install_error_handlers(app)
+    app.include_router(router)
+    known = frozenset(getattr(route, "path", "") for route in app.routes)
+    app.add_middleware(
+        RequestMiddleware,
+        authenticator=runtime.authenticator,
+        auth_enabled=runtime.settings.auth == "token",
+        max_body_bytes=runtime.settings.max_body_bytes,
+        known_paths=known,
+    )
+    return app

@@ -1,0 +1,90 @@
+"""Every failure leaves as the error envelope; nothing else ever reaches a client.
+
+Validation errors keep only location, message and type (pydantic would otherwise echo the
+offending input, which may be stored content). Unexpected exceptions become a generic 500 and
+are logged by type only.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import PowerContextError
+
+__all__ = ["envelope_response", "install_error_handlers"]
+
+_log = logging.getLogger("powercontext.http")
+
+_HTTP_CODES = {
+    401: "unauthorized",
+    403: "scope_forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
+def envelope_response(
+    status: int,
+    code: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message, "details": details}},
+        status_code=status,
+        headers=headers,
+    )
+
+
+def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    errors = []
+    for error in exc.errors():
+        message = str(error.get("msg", "invalid value"))
+        if error.get("type") == "json_invalid":
+            message = "the body is not valid JSON"
+        errors.append(
+            {
+                "loc": [str(part) for part in error.get("loc", ())],
+                "msg": message,
+                "type": str(error.get("type", "value_error")),
+            }
+        )
+    return errors
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(PowerContextError)
+    async def _typed(_: Request, exc: PowerContextError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return envelope_response(exc.status, exc.code, exc.message, exc.details, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return envelope_response(
+            422, "invalid_request", "the request is invalid", {"errors": _validation_errors(exc)}
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:
+            # FastAPI answers 400 for bodies it cannot decode (e.g. invalid UTF-8).
+            return envelope_response(422, "invalid_request", "the body could not be decoded")
+        code = _HTTP_CODES.get(exc.status_code, "invalid_request")
+        message = {404: "no such endpoint", 405: "method not allowed"}.get(
+            exc.status_code, "the request was rejected"
+        )
+        return envelope_response(exc.status_code, code, message)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        _log.error("internal_error", extra={"error_type": type(exc).__name__})
+        return envelope_response(500, "internal_error", "internal error")

@@ -1,0 +1,184 @@
+"""Pure-ASGI request hygiene: request ids, body size limit, authentication, access log.
+
+Written as one raw ASGI middleware rather than Starlette's BaseHTTPMiddleware because it sits
+on every request of the prompt-time hot path, and because it must answer 401/413 *before* the
+body is parsed (a caller without a token learns nothing about body validation).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import anyio
+
+from ..services.auth import Authenticator, Principal
+
+__all__ = ["RequestMiddleware"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_log = logging.getLogger("powercontext.http")
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_PUBLIC_PATHS = frozenset({"/health/live", "/health/ready", "/openapi.json"})
+_TOKEN_CACHE_SECONDS = 2.0
+
+
+class RequestMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        authenticator: Authenticator,
+        auth_enabled: bool,
+        max_body_bytes: int,
+        known_paths: frozenset[str],
+    ) -> None:
+        self._app = app
+        self._authenticator = authenticator
+        self._auth_enabled = auth_enabled
+        self._max_body = max_body_bytes
+        self._known_paths = known_paths
+        self._cache: dict[str, tuple[float, Principal]] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        incoming = headers.get("x-request-id", "")
+        request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        status_holder = [500]
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status_holder[0] = message["status"]
+                raw = [
+                    (k, v) for k, v in message.get("headers", []) if k.lower() != b"x-request-id"
+                ]
+                raw.append((b"x-request-id", request_id.encode("ascii")))
+                message["headers"] = raw
+            await send(message)
+
+        try:
+            await self._handle(scope, receive, send_with_id, headers)
+        finally:
+            path = scope["path"]
+            _log.info(
+                "http_request",
+                extra={
+                    "method": scope["method"],
+                    "path": path if path in self._known_paths else "<unmatched>",
+                    "status": status_holder[0],
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                    "request_id": request_id,
+                },
+            )
+
+    async def _handle(
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str]
+    ) -> None:
+        path: str = scope["path"]
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self._max_body):
+            await _reply(send, 413, "payload_too_large", "the request body is too large")
+            return
+        if self._auth_enabled and path not in _PUBLIC_PATHS:
+            principal = await self._authenticate(headers.get("authorization", ""))
+            if principal is None:
+                await _reply(
+                    send,
+                    401,
+                    "unauthorized",
+                    "a valid bearer token is required",
+                    extra_headers=[(b"www-authenticate", b"Bearer")],
+                )
+                return
+        else:
+            principal = Principal.unrestricted()
+        scope.setdefault("state", {})["principal"] = principal
+
+        if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
+            # A chunked body has no declared length: buffer it up to the limit, then replay.
+            body = await _read_bounded(receive, self._max_body)
+            if body is None:
+                await _reply(send, 413, "payload_too_large", "the request body is too large")
+                return
+            receive = _replay(body, receive)
+        await self._app(scope, receive, send)
+
+    async def _authenticate(self, header: str) -> Principal | None:
+        scheme, _, token = header.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return None
+        now = time.monotonic()
+        cached = self._cache.get(token)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        principal = await anyio.to_thread.run_sync(self._authenticator.principal_for, token)
+        if principal is None:
+            self._cache.pop(token, None)
+            return None
+        if len(self._cache) > 256:
+            self._cache.clear()
+        self._cache[token] = (now + _TOKEN_CACHE_SECONDS, principal)
+        return principal
+
+
+async def _reply(
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    extra_headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    body = json.dumps({"error": {"code": code, "message": message, "details": None}}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(extra_headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _read_bounded(receive: Receive, limit: int) -> bytes | None:
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return bytes(body)
+        body += message.get("body", b"")
+        if len(body) > limit:
+            return None
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed

@@ -1,0 +1,159 @@
+"""Route table: one thin function per operation; each authorises its scope, then delegates.
+
+Handlers are plain ``def`` functions so FastAPI runs them in its thread pool: the services
+are synchronous SQLAlchemy code and must never block the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from ..composition import Runtime
+from ..contract.memory import (
+    CaptureSourceRequest,
+    CaptureSourceResponse,
+    GetMemoryEntryRequest,
+    ListMemoryChangesRequest,
+    ListMemoryEntriesRequest,
+    MemoryChanges,
+    MemoryEntry,
+    MemoryEntryList,
+    MemoryWriteResult,
+    RememberMemoryRequest,
+    RetireMemoryEntryRequest,
+    ReviseMemoryEntryRequest,
+    SearchMemoryRequest,
+    SearchMemoryResponse,
+)
+from ..contract.system import Capabilities, ErrorEnvelope, Liveness, Readiness
+from ..errors import UnavailableError
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    descriptions = {
+        401: "Missing or invalid bearer token",
+        403: "The token is not granted this scope",
+        404: "Not found",
+        409: "Conflict (typed code in the envelope)",
+        413: "Body over the server limit",
+        422: "Invalid request",
+        503: "Database unavailable",
+    }
+    return {s: {"model": ErrorEnvelope, "description": descriptions[s]} for s in statuses}
+
+
+_SCOPED = _errors(401, 403, 413, 422, 503)
+_WRITE = _errors(401, 403, 404, 409, 413, 422, 503)
+
+
+def _runtime(request: Request, scope_id: str) -> Runtime:
+    """The runtime, after checking the caller may act on ``scope_id``."""
+    request.state.principal.require(scope_id)
+    return request.app.state.runtime
+
+
+@router.get("/health/live", operation_id="get_liveness", tags=["health"])
+def get_liveness() -> Liveness:
+    return Liveness(status="ok")
+
+
+@router.get("/health/ready", operation_id="get_readiness", tags=["health"], responses=_errors(503))
+def get_readiness(request: Request) -> Readiness:
+    runtime: Runtime = request.app.state.runtime
+    try:
+        runtime.ping()
+    except UnavailableError as exc:
+        raise UnavailableError("the runtime is not ready", code="runtime_not_ready") from exc
+    return Readiness(status="ready", database=runtime.backend)
+
+
+@router.get(
+    "/v1/capabilities", operation_id="get_capabilities", tags=["system"], responses=_errors(401)
+)
+def get_capabilities() -> Capabilities:
+    # Truthful: only what this build serves. Context and bootstrap packs arrive later.
+    return Capabilities(
+        context_versions=[],
+        bootstrap_versions=[],
+        bootstrap_profiles=[],
+        artifact_families=["memory"],
+        source_types=["content"],
+        search_modes=["auto", "fts"],
+        memory_extraction=False,
+    )
+
+
+@router.post(
+    "/v1/memory/remember", operation_id="remember_memory", tags=["memory"], responses=_WRITE
+)
+def remember_memory(body: RememberMemoryRequest, request: Request) -> MemoryWriteResult:
+    return _runtime(request, body.scope_id).memory.remember(body)
+
+
+@router.post("/v1/memory/search", operation_id="search_memory", tags=["memory"], responses=_SCOPED)
+def search_memory(body: SearchMemoryRequest, request: Request) -> SearchMemoryResponse:
+    return _runtime(request, body.scope_id).memory.search(body)
+
+
+@router.post(
+    "/v1/memory/entries/get",
+    operation_id="get_memory_entry",
+    tags=["memory"],
+    responses=_errors(401, 403, 404, 413, 422, 503),
+)
+def get_memory_entry(body: GetMemoryEntryRequest, request: Request) -> MemoryEntry:
+    return _runtime(request, body.scope_id).memory.get(body)
+
+
+@router.post(
+    "/v1/memory/entries/list",
+    operation_id="list_memory_entries",
+    tags=["memory"],
+    responses=_SCOPED,
+)
+def list_memory_entries(body: ListMemoryEntriesRequest, request: Request) -> MemoryEntryList:
+    return _runtime(request, body.scope_id).memory.list(body)
+
+
+@router.post(
+    "/v1/memory/entries/revise",
+    operation_id="revise_memory_entry",
+    tags=["memory"],
+    responses=_WRITE,
+)
+def revise_memory_entry(body: ReviseMemoryEntryRequest, request: Request) -> MemoryWriteResult:
+    return _runtime(request, body.scope_id).memory.revise(body)
+
+
+@router.post(
+    "/v1/memory/entries/retire",
+    operation_id="retire_memory_entry",
+    tags=["memory"],
+    responses=_WRITE,
+)
+def retire_memory_entry(body: RetireMemoryEntryRequest, request: Request) -> MemoryWriteResult:
+    return _runtime(request, body.scope_id).memory.retire(body)
+
+
+@router.post(
+    "/v1/memory/changes", operation_id="list_memory_changes", tags=["memory"], responses=_SCOPED
+)
+def list_memory_changes(body: ListMemoryChangesRequest, request: Request) -> MemoryChanges:
+    return _runtime(request, body.scope_id).memory.changes(body)
+
+
+@router.post(
+    "/v1/sources/content",
+    operation_id="capture_content_source",
+    tags=["sources"],
+    status_code=202,
+    responses=_WRITE,
+)
+def capture_content_source(body: CaptureSourceRequest, request: Request) -> CaptureSourceResponse:
+    return _runtime(request, body.scope_id).sources.capture(body)

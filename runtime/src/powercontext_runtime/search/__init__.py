@@ -1,0 +1,1 @@
+"""Search: the shared text analyzer and application-side ranking (pure, no I/O)."""

@@ -1,0 +1,557 @@
+"""The one application-side text analyzer shared by every backend (pure, stdlib only).
+
+Why analyse in the application at all? SQLite FTS5 and OceanBase FULLTEXT tokenise, fold and
+drop tokens differently (minimum token sizes, stop words, no CJK segmentation in FTS5). If both
+engines only ever see space-separated ``[a-z0-9]+`` tokens, both split them the same way and
+neither has anything left to interpret, so indexing and querying become backend-independent.
+A document is indexed as ``" ".join(document_terms(text))``; a query looks up
+``query_terms(prompt)``.
+
+Pipeline: NFC, then segmentation on the *original-case* text (CamelCase boundaries disappear
+after casefolding), then casefold per part, light English stemming, and encoding.
+
+* **Words** are maximal runs of letters/digits (Unicode L* and N*), with combining marks (M*)
+  allowed inside a run so leftovers that NFC could not compose do not split a word.
+* **Identifiers** are words joined by ``_ - . / :`` (``user_id``, ``src/app/main.py``,
+  ``powercontext.store.memory``) or single words with case transitions (``HttpClient``,
+  ``getHTTPResponse``). They yield their parts *and* a whole term, so a query may name either.
+  Because a run must start and end with a letter/digit, sentence punctuation (``main.py.``,
+  ``foo_bar,``) never becomes part of an identifier.
+* **CJK** (Han, kana, Hangul) has no spaces between words: Han runs yield unigrams and
+  adjacent-pair bigrams; kana/Hangul runs yield bigrams (a lone character yields a unigram).
+
+Encoding (every term matches ``^[a-z0-9]{2,64}$``; the first letter is the class, so classes
+never collide)::
+
+    w<word>              ASCII word after stemming, literal, body 2..63 chars   wtest, w2026
+    x<hex utf-8>         any other word (accented Latin, Cyrillic, ...)         x636166c3a9
+    i<hex utf-8>         whole joined identifier, casefolded, not stemmed       i757365725f6964
+    c<hex cp, >=4>       Han unigram                                            c6570
+    b<cp:05x><cp:05x>    Han+Han bigram                                         b06570063ee
+    k<hex cp, >=4>       kana/Hangul unigram; k<cp:05x><cp:05x> bigram with kana/Hangul
+
+Why the encoding is unambiguous (no two distinct inputs of the analyzer share a term):
+
+* Bodies of ``x``/``i``/``c``/``b``/``k`` are lowercase hex (``0-9a-f``) and never contain
+  ``h``. A term too long for ``MAX_TERM_LENGTH`` becomes ``<class>h`` + the 40 hex chars of the
+  SHA-1 of the unencoded text (``xh...``, ``ih...``): the ``h`` cannot occur in an unhashed body.
+* ``w`` is never hashed. Its body is an arbitrary ``[a-z0-9]`` word, so ``wh<40 hex>`` could be
+  a genuine 41-letter word; no marker inside the ``w`` class could be told apart. Instead an
+  ASCII word too long for ``w`` is encoded in the ``x`` class, where its hex form is necessarily
+  hashed (``xh...``). Each word is mapped to exactly one class by a fixed rule, and decoding
+  ``x<hex>`` gives back the word, so ``w`` and ``x`` never denote the same or colliding words.
+* Bigrams use fixed-width 5-digit code points (every CJK code point we accept is below
+  ``0x40000``): with variable padding ``3007`` + ``24e2d`` and ``30072`` + ``4e2d`` would both
+  read ``b300724e2d``. Unigrams hold a single code point, so ``%04x`` is unambiguous; unigram
+  bodies (4-5 chars) and bigram bodies (10 chars) differ in length within the ``k`` class.
+
+CamelCase-only identifiers (``HttpClient``, no joiner) emit their whole form as the ordinary
+word term (``whttpclient``), not as an ``i`` term: that is exactly the term a user typing
+``httpclient`` produces, so both spellings meet. ``i`` is kept for joined identifiers, whose
+whole form cannot be typed as one word.
+
+Stop words: :func:`query_terms` drops a compact English list (compared on the casefolded word
+*before* stemming) and Chinese function-character unigrams; bigrams containing them are kept.
+:func:`document_terms` keeps everything, because document frequencies must be complete.
+Single-character ASCII words (``a``, ``x``, ``1``) are dropped by both: they are too unselective.
+
+Speed (measured with ``timeit`` on this machine, Python 3.11): a 2,000-character mixed
+English/Chinese/identifier prompt takes about 0.35 ms with a cold segment cache and about
+0.17 ms warm; the 8,192-character maximum about 1.4 ms cold. Building the combining-mark
+character class at import costs about 20 ms once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterable
+from functools import lru_cache
+from itertools import chain
+from typing import Final
+
+__all__ = ["MAX_TERM_LENGTH", "document_terms", "query_terms"]
+
+MAX_TERM_LENGTH: Final = 64
+
+# -- character classes --------------------------------------------------------------------
+
+# Ranges rather than Unicode categories: block ranges stay stable across Python's Unicode
+# versions, so a document indexed under one interpreter and queried under another agrees.
+_HAN_RANGES: Final = (
+    (0x3005, 0x3007),  # 々 〆 〇
+    (0x3021, 0x3029),  # Hangzhou numerals
+    (0x3038, 0x303B),
+    (0x3400, 0x4DBF),  # extension A
+    (0x4E00, 0x9FFF),  # unified ideographs
+    (0xF900, 0xFAFF),  # compatibility ideographs
+    (0x20000, 0x2FFFD),  # SIP: extensions B-F, I, compatibility supplement
+    (0x30000, 0x3FFFD),  # TIP: extensions G, H, ...
+)
+_KANA_HANGUL_RANGES: Final = (
+    (0x1100, 0x11FF),  # Hangul jamo
+    (0x3041, 0x309F),  # hiragana (incl. voicing marks and iteration marks)
+    (0x30A1, 0x30FA),  # katakana (without ゠ and the ・ middle dot, which separate)
+    (0x30FC, 0x30FF),  # ー prolonged sound mark, iteration marks, digraph
+    (0x3131, 0x318E),  # Hangul compatibility jamo
+    (0x31F0, 0x31FF),  # katakana phonetic extensions
+    (0xA960, 0xA97C),  # Hangul jamo extended A
+    (0xAC00, 0xD7A3),  # Hangul syllables
+    (0xD7B0, 0xD7FB),  # Hangul jamo extended B
+    (0xFF66, 0xFF9F),  # halfwidth katakana
+    (0xFFA0, 0xFFDC),  # halfwidth Hangul
+    (0x1AFF0, 0x1B16F),  # kana extension B, supplement, extension A, small kana extension
+)
+_CJK_RANGES: Final = _HAN_RANGES + _KANA_HANGUL_RANGES
+
+
+def _class_body(ranges: Iterable[tuple[int, int]]) -> str:
+    return "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
+
+
+def _combining_mark_ranges() -> list[tuple[int, int]]:
+    """Code point ranges of category M*, outside the CJK ranges.
+
+    ``re`` has no ``\\p{M}``, and ``\\w`` does not match marks, so the class is derived from
+    :mod:`unicodedata` once. Marks only occur in planes 0, 1 and 14; the categories are read in
+    C (``map``) and joined so a regex over the two-letter codes finds the runs quickly.
+    """
+    high = 0xE0000
+    code_points = chain(range(0x20000), range(high, high + 0x1000))
+    categories = "".join(map(unicodedata.category, map(chr, code_points)))
+    ranges: list[tuple[int, int]] = []
+    for match in re.finditer(r"(?:M[a-z])+", categories):
+        lo, hi = match.start() // 2, match.end() // 2 - 1
+        if lo >= 0x20000:
+            lo, hi = lo - 0x20000 + high, hi - 0x20000 + high
+        ranges.append((lo, hi))
+    cjk = _CJK_RANGES
+    result: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        # Split each run around the CJK ranges (the kana voicing marks live there).
+        pieces = [(lo, hi)]
+        for c_lo, c_hi in cjk:
+            next_pieces: list[tuple[int, int]] = []
+            for p_lo, p_hi in pieces:
+                if p_hi < c_lo or p_lo > c_hi:
+                    next_pieces.append((p_lo, p_hi))
+                    continue
+                if p_lo < c_lo:
+                    next_pieces.append((p_lo, c_lo - 1))
+                if p_hi > c_hi:
+                    next_pieces.append((c_hi + 1, p_hi))
+            pieces = next_pieces
+        result.extend(pieces)
+    return result
+
+
+_CJK_CLASS: Final = _class_body(_CJK_RANGES)
+# ``[^\W_...]`` is "a letter or digit (L*, N*) that is not CJK": a negated class may subtract.
+_ALNUM: Final = f"[^\\W_{_CJK_CLASS}]"
+_MARK: Final = f"[{_class_body(_combining_mark_ranges())}]"
+# A word starts with a letter/digit; marks may follow anywhere inside it.
+_WORD: Final = f"{_ALNUM}+(?:{_MARK}+{_ALNUM}*)*"
+_JOINERS: Final = r"[_\-./:]+"
+
+# Group 1: a CJK run. Group 2: a word; group 3: the joined remainder of an identifier.
+_TOKEN_RE: Final = re.compile(f"([{_CJK_CLASS}]+)|({_WORD})((?:{_JOINERS}{_WORD})*)")
+_JOINER_RE: Final = re.compile(_JOINERS)
+_ASCII_TERM_RE: Final = re.compile(r"[a-z0-9]+")
+
+# -- stop words ----------------------------------------------------------------------------
+
+_STOP_WORDS: Final = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "i",
+        "me",
+        "my",
+        "mine",
+        "myself",
+        "we",
+        "us",
+        "our",
+        "ours",
+        "ourselves",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "he",
+        "him",
+        "his",
+        "himself",
+        "she",
+        "her",
+        "hers",
+        "herself",
+        "it",
+        "its",
+        "itself",
+        "they",
+        "them",
+        "their",
+        "theirs",
+        "themselves",
+        "this",
+        "that",
+        "these",
+        "those",
+        "who",
+        "whom",
+        "whose",
+        "which",
+        "what",
+        "am",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "have",
+        "has",
+        "had",
+        "having",
+        "do",
+        "does",
+        "did",
+        "doing",
+        "done",
+        "will",
+        "would",
+        "shall",
+        "should",
+        "can",
+        "could",
+        "may",
+        "might",
+        "must",
+        "of",
+        "at",
+        "by",
+        "for",
+        "with",
+        "about",
+        "against",
+        "between",
+        "into",
+        "through",
+        "during",
+        "before",
+        "after",
+        "above",
+        "below",
+        "to",
+        "from",
+        "up",
+        "down",
+        "in",
+        "out",
+        "on",
+        "off",
+        "over",
+        "under",
+        "again",
+        "further",
+        "onto",
+        "upon",
+        "within",
+        "without",
+        "via",
+        "and",
+        "but",
+        "if",
+        "or",
+        "because",
+        "as",
+        "until",
+        "while",
+        "so",
+        "than",
+        "too",
+        "very",
+        "just",
+        "nor",
+        "not",
+        "no",
+        "yes",
+        "only",
+        "own",
+        "same",
+        "such",
+        "both",
+        "each",
+        "few",
+        "more",
+        "most",
+        "other",
+        "some",
+        "any",
+        "all",
+        "then",
+        "once",
+        "here",
+        "there",
+        "when",
+        "where",
+        "why",
+        "how",
+        "also",
+        "please",
+        "let",
+        "lets",
+        "ok",
+        "okay",
+        "hi",
+        "hello",
+        "thanks",
+        "thank",
+        "don",
+        "doesn",
+        "didn",
+        "isn",
+        "aren",
+        "wasn",
+        "weren",
+        "won",
+        "wouldn",
+        "shouldn",
+        "couldn",
+        "hasn",
+        "haven",
+        "ll",
+        "ve",
+        "re",
+    ]
+)
+_CJK_STOP_CHARS: Final = frozenset("的了是在和有我你他她它们这那就也都要把被吗呢吧啊与及或个一不请")
+
+# -- stemming ------------------------------------------------------------------------------
+
+_VOWELS: Final = frozenset("aeiou")
+_VOWELS_Y: Final = frozenset("aeiouy")
+_NO_UNDOUBLE: Final = frozenset("aeiouylsz")
+_CVC_LAST_EXCLUDED: Final = frozenset("aeiouywx")
+# Base forms that merely look like past tenses; kept whole so "embeds/embedded/embedding" meet.
+_ED_BASE_FORMS: Final = frozenset({"embed", "imbed"})
+
+
+def _short_cvc(stem: str) -> bool:
+    """True for stems like ``cod``/``mak``/``us`` that lost an ``e`` (coding, making, used).
+
+    English doubles the final consonant of short CVC verbs (running, stopped), so an
+    *undoubled* short CVC stem almost always came from a verb ending in ``e``. Stems ending in
+    w/x/y never double (fixing, showing), hence never get an ``e`` back.
+    """
+    if len(stem) == 3:
+        return stem[0] not in _VOWELS and stem[1] in _VOWELS_Y and stem[2] not in _CVC_LAST_EXCLUDED
+    if len(stem) == 2:
+        return stem[0] in _VOWELS and stem[1] not in _CVC_LAST_EXCLUDED
+    return False
+
+
+def _stem(word: str) -> str:
+    """Fold plural and common verb inflections of a lowercase ASCII-letter word (len >= 4).
+
+    A tiny suffix stemmer, no dictionary: the result need not be a word (``change`` ->
+    ``chang``), it only has to be the same for the inflections a paraphrase uses, and the same
+    rule runs on documents and queries. Stems never get shorter than three letters, so short
+    words are not mangled into collisions.
+    """
+    w = word
+    # 1. Plurals / third person.
+    if w.endswith("s"):
+        if w.endswith("sses"):
+            w = w[:-2]  # processes -> process, classes -> class
+        elif w.endswith("ies"):
+            w = w[:-2] if len(w) >= 5 else w[:-1]  # queries -> queri, ties -> tie
+        elif len(w) >= 5 and w.endswith(("xes", "ches", "shes")):
+            w = w[:-2]  # fixes -> fix, matches -> match, pushes -> push
+        elif w[-2] not in "sui" and not w.endswith("ias"):
+            # Keep this, class, status, analysis, alias; cases -> case, uses -> use.
+            w = w[:-1]
+    # 2. -ed / -ing.
+    stem: str | None = None
+    if w.endswith("ing") and len(w) >= 5:
+        stem = w[:-3]
+    elif w.endswith("ed") and len(w) >= 4 and not w.endswith("eed") and w not in _ED_BASE_FORMS:
+        stem = w[:-2]
+    if stem is not None and not _VOWELS_Y.isdisjoint(stem):
+        if len(stem) >= 4 and stem[-1] == stem[-2] and stem[-1] not in _NO_UNDOUBLE:
+            w = stem[:-1]  # running -> run, stopped -> stop (but add stays add)
+        elif _short_cvc(stem):
+            w = stem + "e"  # coding -> code, used -> use
+        elif len(stem) >= 3:
+            w = stem  # tested -> test, changing -> chang
+    # 3. Final e / y, so that "change" meets "changing" and "query" meets "queries".
+    if len(w) >= 5 and w.endswith("e") and not w.endswith("ee"):
+        w = w[:-1]
+    elif len(w) >= 4 and w.endswith("y") and w[-2] not in _VOWELS:
+        w = w[:-1] + "i"
+    return w
+
+
+# -- encoding ------------------------------------------------------------------------------
+
+
+def _hashed(prefix: str, text: str) -> str:
+    # Not a security use: the digest only shortens an over-long term deterministically.
+    digest = hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()
+    return f"{prefix}h{digest}"
+
+
+def _hex_term(prefix: str, text: str) -> str:
+    term = prefix + text.encode("utf-8").hex()
+    return term if len(term) <= MAX_TERM_LENGTH else _hashed(prefix, text)
+
+
+def _word_term(folded: str) -> str | None:
+    """Term for one casefolded word, or ``None`` for a single ASCII character."""
+    if len(folded) == 1 and folded.isascii():
+        return None
+    if folded.isascii():
+        if len(folded) >= 4 and folded.isalpha():
+            folded = _stem(folded)
+        # Casefolded ASCII letters/digits only: the word is its own body.
+        if len(folded) < MAX_TERM_LENGTH and _ASCII_TERM_RE.fullmatch(folded):
+            return "w" + folded
+    return _hex_term("x", folded)
+
+
+# -- segmentation --------------------------------------------------------------------------
+
+
+def _case_parts(word: str) -> list[str]:
+    """Split one original-case word at case transitions (before casefolding).
+
+    Boundaries: lower->upper (``httpClient``); an upper letter or digit followed by
+    ``Upper`` + at least two lowercase letters (``HTTPServer``, ``utf8Decoder``). Requiring two
+    lowercase letters keeps acronym plurals (``APIs``, ``URLs``) whole; those lose their ``s``
+    so they meet the singular.
+    """
+    tail = word[1:]
+    if tail == tail.lower():  # no upper-case letter after the first: nothing to split
+        return [word]
+    parts: list[str] = []
+    start = 0
+    last = len(word) - 1
+    for i in range(1, len(word)):
+        char = word[i]
+        if not char.isupper():
+            continue
+        prev = word[i - 1]
+        if prev.islower() or (
+            (prev.isupper() or prev.isdigit())
+            and i + 2 <= last
+            and word[i + 1].islower()
+            and word[i + 2].islower()
+        ):
+            parts.append(word[start:i])
+            start = i
+    parts.append(word[start:])
+    return [_drop_acronym_plural(part) for part in parts]
+
+
+def _drop_acronym_plural(part: str) -> str:
+    if len(part) >= 3 and part[-1] == "s" and part[:-1].isupper():
+        return part[:-1]
+    return part
+
+
+def _word_terms(word: str, out: list[tuple[str, bool]]) -> None:
+    """Append ``(term, is_stop_word)`` for one alphanumeric run of an identifier or text."""
+    parts = _case_parts(word)
+    if len(parts) > 1:
+        for part in parts:
+            folded = part.casefold()
+            term = _word_term(folded)
+            if term is not None:
+                out.append((term, folded in _STOP_WORDS))
+    # The run itself: the plain word, or the whole of a CamelCase run (see module docstring).
+    folded = word.casefold() if len(parts) > 1 else parts[0].casefold()
+    term = _word_term(folded)
+    if term is not None:
+        out.append((term, folded in _STOP_WORDS))
+
+
+@lru_cache(maxsize=16384)
+def _segment_terms(segment: str, joined: bool) -> tuple[tuple[str, bool], ...]:
+    """Terms of one word or identifier; cached because prompts repeat their vocabulary."""
+    out: list[tuple[str, bool]] = []
+    if not joined:
+        _word_terms(segment, out)
+        return tuple(out)
+    for word in _JOINER_RE.split(segment):
+        _word_terms(word, out)
+    out.append((_hex_term("i", segment.casefold()), False))
+    return tuple(out)
+
+
+def _is_han(code_point: int) -> bool:
+    # Only called on characters of a CJK run, so "not kana/Hangul" is enough.
+    return (
+        0x4E00 <= code_point <= 0x9FFF
+        or 0x3400 <= code_point <= 0x4DBF
+        or code_point >= 0x20000
+        or 0xF900 <= code_point <= 0xFAFF
+        or 0x3005 <= code_point <= 0x303B
+    )
+
+
+def _cjk_terms(run: str, out: list[str], drop_stop: bool) -> None:
+    """Han unigrams and bigrams over the whole run (mixed Han/kana runs included)."""
+    codes = [ord(char) for char in run]
+    hans = [_is_han(code) for code in codes]
+    if len(codes) == 1:
+        code = codes[0]
+        if hans[0]:
+            if not (drop_stop and run in _CJK_STOP_CHARS):
+                out.append(f"c{code:04x}")
+        else:
+            out.append(f"k{code:04x}")
+        return
+    last = len(codes) - 1
+    for i, code in enumerate(codes):
+        if hans[i] and not (drop_stop and run[i] in _CJK_STOP_CHARS):
+            out.append(f"c{code:04x}")
+        if i < last:
+            prefix = "b" if hans[i] and hans[i + 1] else "k"
+            out.append(f"{prefix}{code:05x}{codes[i + 1]:05x}")
+
+
+def _analyze(text: str, drop_stop: bool) -> list[str]:
+    out: list[str] = []
+    append = out.append
+    for match in _TOKEN_RE.finditer(unicodedata.normalize("NFC", text)):
+        run = match.group(1)
+        if run is not None:
+            _cjk_terms(run, out, drop_stop)
+            continue
+        joined = bool(match.group(3))
+        for term, is_stop in _segment_terms(match.group(0), joined):
+            if not (drop_stop and is_stop):
+                append(term)
+    return out
+
+
+# -- public API ----------------------------------------------------------------------------
+
+
+def document_terms(text: str) -> list[str]:
+    """Every term of the text in order of appearance, WITH repetition.
+
+    Repetition is kept because callers compute term frequencies from it, and stop words are
+    kept because document frequencies must be complete for IDF weighting.
+    """
+    return _analyze(text, drop_stop=False)
+
+
+def query_terms(text: str) -> list[str]:
+    """Distinct terms of a query in first-occurrence order, stop words removed."""
+    return list(dict.fromkeys(_analyze(text, drop_stop=True)))

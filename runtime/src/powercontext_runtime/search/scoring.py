@@ -1,0 +1,98 @@
+"""Application-side ranking and the relevance floor (pure, no I/O).
+
+The full-text engines only retrieve candidates; every score is computed here from document
+frequencies that both backends store identically, so SQLite and OceanBase admit the same hits
+in the same order.
+
+Why not "match at least a quarter of the query's terms"? Real agent prompts are long and touch
+several topics; such a rule rejects everything for them. Evidence is instead weighed by term
+selectivity (IDF) and the amount required is capped: an entry must carry at least
+``RARE_TERMS_REQUIRED`` rare-term equivalents of the query's evidence, or ``QUERY_SHARE`` of the
+whole query's weight for short queries, whichever is smaller.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["QueryPlan", "Ranked", "plan_query", "rank"]
+
+MAX_QUERY_TERMS = 64  # most selective terms kept from a long prompt
+MAX_RETRIEVAL_TERMS = 32  # terms sent to the engine
+COMMON_FRACTION = 0.05  # a term in more than 5 % of documents is not used for retrieval
+RARE_FLOOR = 20  # ... unless the scope is so small that 5 % is below this many documents
+QUERY_SHARE = 0.3
+RARE_TERMS_REQUIRED = 2.0
+_K1 = 1.2
+_B = 0.5
+_TYPICAL_TERMS = 32.0  # a typical entry's term count; a fixed constant keeps scores stable
+
+
+@dataclass(frozen=True, slots=True)
+class QueryPlan:
+    """What to retrieve and how much evidence admits a hit."""
+
+    weights: Mapping[str, float]
+    retrieval_terms: tuple[str, ...]
+    total_weight: float
+    required: float
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    rowid: int
+    score: float
+
+
+def _idf(doc_count: int, df: int) -> float:
+    return math.log(1.0 + (doc_count - df + 0.5) / (df + 0.5))
+
+
+def plan_query(
+    terms: Sequence[str], doc_count: int, frequencies: Mapping[str, int]
+) -> QueryPlan | None:
+    """Weigh the query's terms; ``None`` when nothing in the scope can match."""
+    present = sorted((frequencies[t], t) for t in terms if frequencies.get(t, 0) > 0)
+    if doc_count <= 0 or not present:
+        return None
+    # Unseen terms still weigh in the query total: a query mostly about something the scope
+    # never mentions must not be satisfied by one incidental common word.
+    scored = sorted(terms, key=lambda t: (frequencies.get(t, 0), t))[:MAX_QUERY_TERMS]
+    weights = {t: _idf(doc_count, frequencies.get(t, 0)) for t in scored}
+    total = sum(weights.values())
+    common_limit = max(RARE_FLOOR, doc_count * COMMON_FRACTION)
+    retrieval = [t for df, t in present if df <= common_limit and t in weights]
+    if not retrieval:
+        retrieval = [t for _, t in present[:2]]
+    rare_weight = _idf(doc_count, 0)
+    required = min(QUERY_SHARE * total, RARE_TERMS_REQUIRED * rare_weight)
+    return QueryPlan(
+        weights=weights,
+        retrieval_terms=tuple(retrieval[:MAX_RETRIEVAL_TERMS]),
+        total_weight=total,
+        required=required,
+    )
+
+
+def rank(plan: QueryPlan, candidates: Iterable[tuple[int, Sequence[str]]]) -> list[Ranked]:
+    """Admitted candidates with scores in 0..1, best first (ties keep retrieval order)."""
+    admitted: list[Ranked] = []
+    for rowid, doc_terms in candidates:
+        counts = Counter(doc_terms)
+        length_factor = 1.0 - _B + _B * (len(doc_terms) / _TYPICAL_TERMS)
+        evidence = 0.0
+        weighted = 0.0
+        for term, weight in plan.weights.items():
+            tf = counts.get(term, 0)
+            if tf:
+                evidence += weight
+                weighted += weight * tf / (tf + _K1 * length_factor)
+        if evidence + 1e-9 < plan.required:
+            continue
+        score = round(min(1.0, weighted / plan.total_weight), 6)
+        admitted.append(Ranked(rowid, score))
+    admitted.sort(key=lambda r: -r.score)
+    return admitted

@@ -1,0 +1,147 @@
+"""Runtime configuration: command-line overrides, then ``POWERCONTEXT_*`` variables, then defaults.
+
+A partial or wrong configuration is an error, never a silent fallback: an empty database URL
+does not quietly become an in-memory database, and a non-loopback bind without auth refuses
+to start. Every variable is documented in docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+import platformdirs
+
+from .contract.limits import MAX_BODY_BYTES_DEFAULT
+
+__all__ = ["ConfigError", "Settings", "is_loopback"]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 7411
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message says which setting and why."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def default_home(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("POWERCONTEXT_HOME"):
+        return Path(env["POWERCONTEXT_HOME"]).expanduser()
+    return platformdirs.user_data_path("powercontext")
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    database_url: str
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    auth: Literal["token", "none"] = "token"
+    max_body_bytes: int = MAX_BODY_BYTES_DEFAULT
+    log_format: Literal["json", "console"] = "json"
+    log_level: str = "INFO"
+
+    @property
+    def token_file(self) -> Path:
+        return self.home / "auth" / "token"
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def in_memory(self) -> bool:
+        return self.database_url in ("sqlite://", "sqlite:///:memory:")
+
+    @classmethod
+    def load(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        env = os.environ if env is None else env
+        given = {k: v for k, v in overrides.items() if v is not None}
+        home = Path(str(given.pop("home", default_home(env)))).expanduser()
+
+        def pick(key: str, var: str, default: object) -> object:
+            if key in given:
+                return given.pop(key)
+            if var in env:
+                value = env[var]
+                if not value.strip():
+                    raise ConfigError(f"{var} is set but empty")
+                return value
+            return default
+
+        database_url = str(
+            pick(
+                "database_url", "POWERCONTEXT_DATABASE_URL", f"sqlite:///{home / 'powercontext.db'}"
+            )
+        )
+        port_text = pick("port", "POWERCONTEXT_PORT", DEFAULT_PORT)
+        try:
+            port = int(str(port_text))
+        except ValueError:
+            raise ConfigError("POWERCONTEXT_PORT must be an integer") from None
+        if not 0 <= port <= 65535:
+            raise ConfigError("the port must be between 0 and 65535")
+        auth = str(pick("auth", "POWERCONTEXT_AUTH", "token")).lower()
+        if auth not in ("token", "none"):
+            raise ConfigError("POWERCONTEXT_AUTH must be 'token' or 'none'")
+        max_body_text = pick(
+            "max_body_bytes", "POWERCONTEXT_MAX_BODY_BYTES", MAX_BODY_BYTES_DEFAULT
+        )
+        try:
+            max_body = int(str(max_body_text))
+        except ValueError:
+            raise ConfigError("POWERCONTEXT_MAX_BODY_BYTES must be an integer") from None
+        log_format = str(pick("log_format", "POWERCONTEXT_LOG_FORMAT", "json")).lower()
+        if log_format not in ("json", "console"):
+            raise ConfigError("POWERCONTEXT_LOG_FORMAT must be 'json' or 'console'")
+        settings = cls(
+            home=home,
+            database_url=database_url,
+            host=str(pick("host", "POWERCONTEXT_HOST", DEFAULT_HOST)),
+            port=port,
+            auth=auth,  # type: ignore[arg-type]
+            max_body_bytes=max_body,
+            log_format=log_format,  # type: ignore[arg-type]
+            log_level=str(pick("log_level", "POWERCONTEXT_LOG_LEVEL", "INFO")).upper(),
+        )
+        if given:
+            raise ConfigError(f"unknown settings: {', '.join(sorted(given))}")
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if not (
+            self.database_url.startswith("sqlite:")
+            or self.database_url.startswith("mysql+pymysql://")
+        ):
+            raise ConfigError(
+                "the database URL must start with sqlite:/// or mysql+pymysql:// "
+                "(OceanBase in MySQL mode)"
+            )
+        if self.auth == "none" and not is_loopback(self.host):
+            raise ConfigError(
+                "refusing to disable auth on a non-loopback address; bind to 127.0.0.1 "
+                "or turn auth on"
+            )
+        if self.max_body_bytes < 1024:
+            raise ConfigError("the body size limit must be at least 1024 bytes")
+
+    def with_changes(self, **changes: object) -> Settings:
+        updated = replace(self, **changes)  # type: ignore[arg-type]
+        updated.validate()
+        return updated

@@ -1,0 +1,189 @@
+"""Engine construction and the two transaction shapes every repository uses.
+
+``write()`` serialises writers: on SQLite with ``BEGIN IMMEDIATE`` (so a reader never has to
+upgrade to a writer mid-transaction, which SQLite cannot wait for), on OceanBase with row
+locks taken by the repositories. ``read()`` gives one consistent snapshot, which is what lets
+a search cite exactly the revision it searched.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Literal, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.pool import StaticPool
+
+from ..errors import UnavailableError
+from . import fulltext
+from .schema import metadata
+
+__all__ = ["Backend", "Database", "RetryableConflict"]
+
+Backend = Literal["sqlite", "oceanbase"]
+T = TypeVar("T")
+
+_log = logging.getLogger("powercontext.store")
+
+# MySQL-protocol errors worth one more attempt of an idempotent transaction: deadlock,
+# lock wait timeout, and OceanBase's "transaction needs to be retried" family.
+_TRANSIENT_MYSQL_CODES = {1205, 1213, 4012, 6002, 6005, 6213, 6224, 6226}
+
+
+class RetryableConflict(Exception):
+    """Raised inside a write transaction when a concurrent first write won a race.
+
+    The transaction is rolled back and run again from the start; nothing was committed.
+    """
+
+
+class Database:
+    """Owns the engine and knows the backend; the only place that creates connections."""
+
+    def __init__(self, url: str, *, echo: bool = False) -> None:
+        parsed = make_url(url)
+        self.url = parsed
+        if parsed.get_backend_name() == "sqlite":
+            self.backend: Backend = "sqlite"
+            self.engine = _sqlite_engine(url, echo=echo)
+        elif parsed.get_backend_name() == "mysql":
+            self.backend = "oceanbase"
+            self.engine = create_engine(
+                url,
+                echo=echo,
+                pool_pre_ping=True,
+                pool_size=8,
+                max_overflow=8,
+                pool_recycle=3600,
+                isolation_level="READ COMMITTED",
+            )
+        else:
+            raise ValueError("database URL must be sqlite:/// or mysql+pymysql://")
+        self.fulltext = fulltext.for_backend(self.backend)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def create_schema(self) -> None:
+        """Create tables and derived indexes idempotently."""
+        with self.engine.begin() as conn:
+            metadata.create_all(conn)
+            self.fulltext.create(conn)
+
+    def check_server(self) -> None:
+        """Refuse to run on a server that is not what the URL promises."""
+        with self._guard(), self.engine.connect() as conn:
+            if self.backend == "sqlite":
+                options = {row[0] for row in conn.exec_driver_sql("PRAGMA compile_options")}
+                if "ENABLE_FTS5" not in options:
+                    raise UnavailableError("this SQLite build has no FTS5 full-text support")
+                return
+            version = str(conn.exec_driver_sql("SELECT version()").scalar() or "")
+        if "oceanbase" not in version.lower():
+            raise UnavailableError(
+                "the MySQL-protocol server is not OceanBase/seekdb (MySQL mode); "
+                "PowerContext needs its FULLTEXT space parser"
+            )
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    def ping(self) -> None:
+        with self._guard(), self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    # -- transactions ----------------------------------------------------------------------
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """One read snapshot (SQLite: a deferred transaction; MySQL: repeatable read)."""
+        with self._guard(), self.engine.connect() as conn:
+            if self.backend == "oceanbase":
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
+
+    def write(self, work: Callable[[Connection], T], *, attempts: int = 3) -> T:
+        """Run ``work`` in one write transaction, retrying only races that committed nothing."""
+        for attempt in range(1, attempts + 1):
+            try:
+                with self._guard(), self.engine.connect() as conn:
+                    if self.backend == "sqlite":
+                        conn = conn.execution_options(powercontext_begin="IMMEDIATE")
+                    with conn.begin():
+                        return work(conn)
+            except RetryableConflict:
+                if attempt == attempts:
+                    raise UnavailableError(
+                        "the write kept racing with concurrent writers; retry it"
+                    ) from None
+            except _Transient:
+                if attempt == attempts:
+                    raise UnavailableError("the database is busy; retry the request") from None
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Turn driver-level failures into typed errors without leaking SQL or parameters."""
+        try:
+            yield
+        except IntegrityError as exc:
+            # Repositories map the integrity errors they expect; one reaching here is a race
+            # on a first write, which is safe to retry because nothing was committed.
+            raise RetryableConflict() from exc
+        except OperationalError as exc:
+            if self.backend == "oceanbase" and _mysql_code(exc) in _TRANSIENT_MYSQL_CODES:
+                raise _Transient() from exc
+            if self.backend == "sqlite" and "locked" in str(exc.orig).lower():
+                raise UnavailableError("the database is busy; retry the request") from None
+            _log.warning("database_error", extra={"error_type": type(exc.orig).__name__})
+            raise UnavailableError("the database is unavailable") from None
+        except DBAPIError as exc:
+            _log.warning("database_error", extra={"error_type": type(exc.orig).__name__})
+            raise UnavailableError("the database is unavailable") from None
+
+
+class _Transient(Exception):
+    """A deadlock or lock timeout: the transaction was rolled back and may be retried."""
+
+
+def _mysql_code(exc: DBAPIError) -> int | None:
+    args = getattr(exc.orig, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def _sqlite_engine(url: str, *, echo: bool) -> Engine:
+    database = make_url(url).database or ""
+    in_memory = database in ("", ":memory:")
+    kwargs: dict[str, object] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
+    if in_memory:
+        # One shared connection, or each pooled connection would see its own empty database.
+        kwargs["poolclass"] = StaticPool
+    engine = create_engine(url, echo=echo, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+        # We issue BEGIN ourselves (below) so that writers can ask for BEGIN IMMEDIATE.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        if not in_memory:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        mode = conn.get_execution_options().get("powercontext_begin", "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

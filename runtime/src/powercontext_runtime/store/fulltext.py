@@ -1,0 +1,305 @@
+"""Derived full-text indexes, one adapter per backend, over analyser-encoded terms.
+
+Documents arrive already analysed (see :mod:`powercontext_runtime.search.analyzer`): lists of
+``[a-z0-9]+`` terms, so both engines tokenise them identically and no query text is ever
+spliced into SQL or full-text syntax. The engines only *retrieve* candidates; ranking and the
+relevance floor happen in application code over the document frequencies kept in
+``search_terms``, which is why both backends return the same hits in the same order.
+
+Everything here is derived from the authoritative version tables and can be rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from sqlalchemy import Connection, bindparam, delete, select, text, update
+from sqlalchemy.dialects import mysql as mysql_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from .schema import search_terms
+
+__all__ = ["DOCS_TERM", "Candidate", "FulltextIndex", "IndexedFamily", "for_backend"]
+
+IndexedFamily = Literal["memory"]
+DOCS_TERM = "#docs"
+_TERM = re.compile(r"^[a-z0-9]{1,64}$")
+_BATCH = 200  # OceanBase rejects very large multi-row statements (error 11049)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A retrieved document: its row id in the family's version table and its terms."""
+
+    rowid: int
+    terms: tuple[str, ...]
+
+
+class FulltextIndex(Protocol):
+    def create(self, conn: Connection) -> None: ...
+    def add(
+        self,
+        conn: Connection,
+        family: IndexedFamily,
+        scope_id: str,
+        rowid: int,
+        terms: Sequence[str],
+    ) -> None: ...
+    def remove(
+        self, conn: Connection, family: IndexedFamily, scope_id: str, rowid: int
+    ) -> None: ...
+    def match(
+        self,
+        conn: Connection,
+        family: IndexedFamily,
+        scope_id: str,
+        terms: Sequence[str],
+        limit: int,
+    ) -> list[Candidate]: ...
+    def document_count(self, conn: Connection, family: IndexedFamily) -> int: ...
+    def clear(self, conn: Connection, family: IndexedFamily) -> None: ...
+
+
+def for_backend(backend: str) -> FulltextIndex:
+    return _SqliteFulltext() if backend == "sqlite" else _OceanBaseFulltext()
+
+
+def _checked(terms: Iterable[str]) -> list[str]:
+    checked = list(terms)
+    for term in checked:
+        if not _TERM.match(term):
+            raise ValueError("full-text terms must be analyser output ([a-z0-9]{1,64})")
+    return checked
+
+
+# -- document frequencies (shared) ---------------------------------------------------------
+
+
+def read_frequencies(
+    conn: Connection, family: IndexedFamily, scope_id: str, terms: Sequence[str]
+) -> tuple[int, dict[str, int]]:
+    """Number of indexed documents in the scope and the document frequency of each term."""
+    wanted = [*terms, DOCS_TERM]
+    rows = conn.execute(
+        select(search_terms.c.term, search_terms.c.df).where(
+            search_terms.c.scope_id == scope_id,
+            search_terms.c.family == family,
+            search_terms.c.term.in_(bindparam("terms", expanding=True)),
+        ),
+        {"terms": wanted},
+    ).all()
+    found = {term: df for term, df in rows}
+    return found.pop(DOCS_TERM, 0), found
+
+
+def _adjust_frequencies(
+    conn: Connection, family: IndexedFamily, scope_id: str, terms: Iterable[str], delta: int
+) -> None:
+    keys = [*sorted(set(terms)), DOCS_TERM]
+    if delta > 0:
+        for start in range(0, len(keys), _BATCH):
+            rows = [
+                {"scope_id": scope_id, "family": family, "term": t, "df": delta}
+                for t in keys[start : start + _BATCH]
+            ]
+            conn.execute(_upsert(conn, rows))
+        return
+    params = [{"s": scope_id, "f": family, "t": t, "d": -delta} for t in keys]
+    conn.execute(
+        update(search_terms)
+        .where(
+            search_terms.c.scope_id == bindparam("s"),
+            search_terms.c.family == bindparam("f"),
+            search_terms.c.term == bindparam("t"),
+        )
+        .values(df=search_terms.c.df - bindparam("d")),
+        params,
+    )
+    conn.execute(
+        delete(search_terms).where(
+            search_terms.c.scope_id == scope_id,
+            search_terms.c.family == family,
+            search_terms.c.df <= 0,
+            search_terms.c.term.in_(bindparam("terms", expanding=True)),
+        ),
+        {"terms": keys},
+    )
+
+
+def _upsert(conn: Connection, rows: list[dict[str, object]]):  # type: ignore[no-untyped-def]
+    if conn.dialect.name == "sqlite":
+        stmt = sqlite_dialect.insert(search_terms).values(rows)
+        return stmt.on_conflict_do_update(
+            index_elements=["scope_id", "family", "term"],
+            set_={"df": search_terms.c.df + stmt.excluded.df},
+        )
+    stmt = mysql_dialect.insert(search_terms).values(rows)
+    return stmt.on_duplicate_key_update(df=search_terms.c.df + stmt.inserted.df)
+
+
+def _clear_frequencies(conn: Connection, family: IndexedFamily) -> None:
+    conn.execute(delete(search_terms).where(search_terms.c.family == family))
+
+
+# -- SQLite: FTS5 --------------------------------------------------------------------------
+
+
+def _scope_token(scope_id: str) -> str:
+    # Puts the scope into the FTS document so the engine filters by scope inside the index.
+    return "s" + hashlib.sha256(scope_id.encode("utf-8")).hexdigest()[:32]
+
+
+class _SqliteFulltext:
+    """An FTS5 table per family whose rowid is the version row's id."""
+
+    @staticmethod
+    def _table(family: IndexedFamily) -> str:
+        return f"{family}_fts"
+
+    def create(self, conn: Connection) -> None:
+        conn.exec_driver_sql(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5("
+            "terms, tokenize='unicode61 remove_diacritics 0')"
+        )
+
+    def add(
+        self,
+        conn: Connection,
+        family: IndexedFamily,
+        scope_id: str,
+        rowid: int,
+        terms: Sequence[str],
+    ) -> None:
+        checked = _checked(terms)
+        body = " ".join([_scope_token(scope_id), *checked])
+        conn.execute(
+            text(f"INSERT INTO {self._table(family)}(rowid, terms) VALUES (:rowid, :terms)"),
+            {"rowid": rowid, "terms": body},
+        )
+        _adjust_frequencies(conn, family, scope_id, checked, +1)
+
+    def remove(self, conn: Connection, family: IndexedFamily, scope_id: str, rowid: int) -> None:
+        table = self._table(family)
+        row = conn.execute(
+            text(f"SELECT terms FROM {table} WHERE rowid = :rowid"), {"rowid": rowid}
+        ).first()
+        if row is None:
+            return
+        conn.execute(text(f"DELETE FROM {table} WHERE rowid = :rowid"), {"rowid": rowid})
+        _adjust_frequencies(conn, family, scope_id, row[0].split()[1:], -1)
+
+    def match(
+        self,
+        conn: Connection,
+        family: IndexedFamily,
+        scope_id: str,
+        terms: Sequence[str],
+        limit: int,
+    ) -> list[Candidate]:
+        checked = _checked(terms)
+        if not checked:
+            return []
+        query = f'"{_scope_token(scope_id)}" AND (' + " OR ".join(f'"{t}"' for t in checked) + ")"
+        rows = conn.execute(
+            text(
+                f"SELECT rowid, terms FROM {self._table(family)} "
+                f"WHERE {self._table(family)} MATCH :query ORDER BY rank LIMIT :limit"
+            ),
+            {"query": query, "limit": limit},
+        ).all()
+        return [Candidate(rowid, tuple(body.split()[1:])) for rowid, body in rows]
+
+    def document_count(self, conn: Connection, family: IndexedFamily) -> int:
+        return conn.execute(text(f"SELECT count(*) FROM {self._table(family)}")).scalar_one()
+
+    def clear(self, conn: Connection, family: IndexedFamily) -> None:
+        conn.execute(text(f"DELETE FROM {self._table(family)}"))
+        _clear_frequencies(conn, family)
+
+
+# -- OceanBase: FULLTEXT with the space parser ---------------------------------------------
+
+
+class _OceanBaseFulltext:
+    """A plain table per family with a FULLTEXT index using the whitespace parser.
+
+    ``min_token_size=1`` matters: the parser's default of 3 silently drops short terms.
+    """
+
+    @staticmethod
+    def _table(family: IndexedFamily) -> str:
+        return f"{family}_search"
+
+    def create(self, conn: Connection) -> None:
+        conn.exec_driver_sql(
+            "CREATE TABLE IF NOT EXISTS memory_search ("
+            " id BIGINT NOT NULL PRIMARY KEY,"
+            " scope_id VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"
+            " terms LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"
+            " KEY ix_memory_search_scope (scope_id),"
+            " FULLTEXT INDEX ft_memory_search (terms)"
+            " WITH PARSER space PARSER_PROPERTIES=(min_token_size=1)"
+            ") DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+        )
+
+    def add(
+        self,
+        conn: Connection,
+        family: IndexedFamily,
+        scope_id: str,
+        rowid: int,
+        terms: Sequence[str],
+    ) -> None:
+        checked = _checked(terms)
+        conn.execute(
+            text(
+                f"INSERT INTO {self._table(family)} (id, scope_id, terms) "
+                "VALUES (:rowid, :scope_id, :terms)"
+            ),
+            {"rowid": rowid, "scope_id": scope_id, "terms": " ".join(checked)},
+        )
+        _adjust_frequencies(conn, family, scope_id, checked, +1)
+
+    def remove(self, conn: Connection, family: IndexedFamily, scope_id: str, rowid: int) -> None:
+        table = self._table(family)
+        row = conn.execute(
+            text(f"SELECT terms FROM {table} WHERE id = :rowid"), {"rowid": rowid}
+        ).first()
+        if row is None:
+            return
+        conn.execute(text(f"DELETE FROM {table} WHERE id = :rowid"), {"rowid": rowid})
+        _adjust_frequencies(conn, family, scope_id, row[0].split(), -1)
+
+    def match(
+        self,
+        conn: Connection,
+        family: IndexedFamily,
+        scope_id: str,
+        terms: Sequence[str],
+        limit: int,
+    ) -> list[Candidate]:
+        checked = _checked(terms)
+        if not checked:
+            return []
+        table = self._table(family)
+        rows = conn.execute(
+            text(
+                f"SELECT id, terms FROM {table} "
+                "WHERE scope_id = :scope_id AND MATCH(terms) AGAINST(:q IN NATURAL LANGUAGE MODE) "
+                "ORDER BY MATCH(terms) AGAINST(:q IN NATURAL LANGUAGE MODE) DESC, id "
+                "LIMIT :limit"
+            ),
+            {"scope_id": scope_id, "q": " ".join(checked), "limit": limit},
+        ).all()
+        return [Candidate(rowid, tuple(body.split())) for rowid, body in rows]
+
+    def document_count(self, conn: Connection, family: IndexedFamily) -> int:
+        return conn.execute(text(f"SELECT count(*) FROM {self._table(family)}")).scalar_one()
+
+    def clear(self, conn: Connection, family: IndexedFamily) -> None:
+        conn.execute(text(f"DELETE FROM {self._table(family)}"))
+        _clear_frequencies(conn, family)

@@ -1,0 +1,554 @@
+"""Memory: revisions, entries and immutable entry versions (spec 02 § Memory).
+
+Write cost is independent of the number of entries: a write inserts one version row, closes at
+most one predecessor (``valid_to``), inserts one revision row, moves the head and updates the
+derived search rows of that one entry. Version V of entry E was in revision R exactly when
+``valid_from <= R < coalesce(valid_to, ∞)``, which is what makes exact re-reads possible
+after the head has moved on.
+
+Retiring writes a new (inactive) version so that "the state as it was in revision R" is always
+one version row.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import TypeAdapter
+from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, update
+
+from ..contract.common import ArtifactRef, MemoryCitation, MemoryRef, SourceRef
+from ..contract.limits import MAX_EVIDENCE_REFS
+from ..contract.memory import (
+    ListMemoryChangesRequest,
+    ListMemoryEntriesRequest,
+    MemoryChange,
+    MemoryChanges,
+    MemoryEntry,
+    MemoryEntryList,
+    MemoryWriteResult,
+    RememberMemoryRequest,
+    RetireMemoryEntryRequest,
+    ReviseMemoryEntryRequest,
+    SearchHit,
+)
+from ..errors import ConflictError, InvalidRequestError, NotFoundError
+from ..search import scoring
+from ._records import canonical_json, new_id, sha256_hex
+from .database import Database, now_ms
+from .fulltext import read_frequencies
+from .schema import memory_entries, memory_heads, memory_revisions, memory_versions
+
+__all__ = ["MemoryStore", "SearchResult"]
+
+RETRIEVAL_LIMIT = 64
+_SOURCE_REFS = TypeAdapter(list[SourceRef])
+_ARTIFACT_REFS = TypeAdapter(list[ArtifactRef])
+_v = memory_versions
+_e = memory_entries
+
+Analyze = Callable[[str], list[str]]
+
+
+def content_hash(kind: str, text: str, tags: Sequence[str]) -> str:
+    return sha256_hex("memory-entry-v1", kind, text, list(tags))
+
+
+class SearchResult:
+    """The head revision searched and the admitted hits, all citing that revision."""
+
+    __slots__ = ("hits", "memory")
+
+    def __init__(self, memory: MemoryRef | None, hits: list[SearchHit]) -> None:
+        self.memory = memory
+        self.hits = hits
+
+
+class MemoryStore:
+    def __init__(self, db: Database, analyze: Analyze) -> None:
+        self._db = db
+        self._analyze = analyze
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def remember(self, req: RememberMemoryRequest) -> MemoryWriteResult:
+        digest = content_hash(req.kind, req.text, req.tags)
+
+        def work(conn: Connection) -> MemoryWriteResult:
+            head = self._lock_head(conn, req.scope_id)
+            if req.expected_revision is not None and req.expected_revision != head:
+                raise ConflictError(
+                    "the memory head moved; re-read it and retry",
+                    code="revision_conflict",
+                    details={"current": _ref_json(head)},
+                )
+            duplicate = conn.execute(
+                select(_e.c.current_version_id)
+                .where(
+                    _e.c.scope_id == req.scope_id,
+                    _e.c.content_hash == digest,
+                    _e.c.state == "active",
+                )
+                .limit(1)
+            ).first()
+            if duplicate is not None:
+                row = self._version_row(conn, req.scope_id, duplicate[0])
+                return MemoryWriteResult(memory=MemoryRef.at(head), entry=_entry(row, head))
+            revision = head + 1
+            entry_id = new_id("mem_ent_")
+            row = self._insert_version(
+                conn,
+                scope_id=req.scope_id,
+                entry_id=entry_id,
+                version=1,
+                kind=req.kind,
+                text=req.text,
+                tags=req.tags,
+                reason=req.reason,
+                source_refs=req.source_refs,
+                artifact_refs=req.artifact_refs,
+                state="active",
+                revision=revision,
+            )
+            conn.execute(
+                insert(_e).values(
+                    scope_id=req.scope_id,
+                    entry_id=entry_id,
+                    created_revision=revision,
+                    current_version_id=row.entry_version_id,
+                    current_version=1,
+                    state="active",
+                    content_hash=digest,
+                )
+            )
+            self._commit_revision(conn, req.scope_id, revision, "remember", row)
+            self._db.fulltext.add(
+                conn, "memory", req.scope_id, row.id, self._analyze(_search_text(row))
+            )
+            return MemoryWriteResult(memory=MemoryRef.at(revision), entry=_entry(row, revision))
+
+        return self._db.write(work)
+
+    def revise(self, req: ReviseMemoryEntryRequest) -> MemoryWriteResult:
+        def work(conn: Connection) -> MemoryWriteResult:
+            head, current = self._lock_current(conn, req.scope_id, req.citation)
+            if current.state != "active":
+                raise ConflictError(
+                    "the entry is retired and can no longer be revised",
+                    code="memory_entry_inactive",
+                    details={"current": _citation_json(current, head)},
+                )
+            kind = req.kind if req.kind is not None else current.kind
+            text = req.text if req.text is not None else current.text
+            tags = req.tags if req.tags is not None else json.loads(current.tags)
+            revision = head + 1
+            row = self._insert_version(
+                conn,
+                scope_id=req.scope_id,
+                entry_id=current.entry_id,
+                version=current.version + 1,
+                kind=kind,
+                text=text,
+                tags=tags,
+                reason=req.reason,
+                source_refs=_accumulate(_SOURCE_REFS, current.source_refs, req.source_refs),
+                artifact_refs=_accumulate(_ARTIFACT_REFS, current.artifact_refs, req.artifact_refs),
+                state="active",
+                revision=revision,
+            )
+            self._supersede(conn, current, row, revision, content_hash(kind, text, tags))
+            self._commit_revision(conn, req.scope_id, revision, "revise", row)
+            self._db.fulltext.remove(conn, "memory", req.scope_id, current.id)
+            self._db.fulltext.add(
+                conn, "memory", req.scope_id, row.id, self._analyze(_search_text(row))
+            )
+            return MemoryWriteResult(memory=MemoryRef.at(revision), entry=_entry(row, revision))
+
+        return self._db.write(work)
+
+    def retire(self, req: RetireMemoryEntryRequest) -> MemoryWriteResult:
+        def work(conn: Connection) -> MemoryWriteResult:
+            head, current = self._lock_current(
+                conn, req.scope_id, req.citation, allow_inactive=True
+            )
+            if current.state != "active":
+                return MemoryWriteResult(memory=MemoryRef.at(head), entry=_entry(current, head))
+            revision = head + 1
+            row = self._insert_version(
+                conn,
+                scope_id=req.scope_id,
+                entry_id=current.entry_id,
+                version=current.version + 1,
+                kind=current.kind,
+                text=current.text,
+                tags=json.loads(current.tags),
+                reason=req.reason,
+                source_refs=_SOURCE_REFS.validate_json(current.source_refs),
+                artifact_refs=_ARTIFACT_REFS.validate_json(current.artifact_refs),
+                state="inactive",
+                revision=revision,
+            )
+            self._supersede(conn, current, row, revision, current.content_hash)
+            self._commit_revision(conn, req.scope_id, revision, "retire", row)
+            self._db.fulltext.remove(conn, "memory", req.scope_id, current.id)
+            return MemoryWriteResult(memory=MemoryRef.at(revision), entry=_entry(row, revision))
+
+        return self._db.write(work)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def get(self, scope_id: str, citation: MemoryCitation) -> MemoryEntry:
+        revision = citation.memory_ref.revision
+        with self._db.read() as conn:
+            head = self._head(conn, scope_id)
+            row = conn.execute(
+                select(_v).where(
+                    _v.c.scope_id == scope_id,
+                    _v.c.entry_version_id == citation.entry_version_id,
+                    _v.c.entry_id == citation.entry_id,
+                )
+            ).first()
+        if (
+            row is None
+            or revision > head
+            or row.valid_from > revision
+            or (row.valid_to is not None and revision >= row.valid_to)
+        ):
+            raise NotFoundError(
+                "no such entry version in that memory revision", code="memory_not_found"
+            )
+        return _entry(row, revision)
+
+    def list(self, req: ListMemoryEntriesRequest) -> MemoryEntryList:
+        after = _decode_cursor(req.cursor) if req.cursor else None
+        query = (
+            select(_v, _e.c.created_revision)
+            .join(
+                _e,
+                and_(
+                    _e.c.scope_id == _v.c.scope_id,
+                    _e.c.current_version_id == _v.c.entry_version_id,
+                ),
+            )
+            .where(_e.c.scope_id == req.scope_id)
+            .order_by(_e.c.created_revision, _e.c.entry_id)
+            .limit(req.limit + 1)
+        )
+        if not req.include_inactive:
+            query = query.where(_e.c.state == "active")
+        if after is not None:
+            query = query.where(
+                or_(
+                    _e.c.created_revision > after[0],
+                    and_(_e.c.created_revision == after[0], _e.c.entry_id > after[1]),
+                )
+            )
+        with self._db.read() as conn:
+            head = self._head(conn, req.scope_id)
+            rows = conn.execute(query).all() if head else []
+        page = rows[: req.limit]
+        next_cursor = (
+            _encode_cursor(page[-1].created_revision, page[-1].entry_id)
+            if len(rows) > req.limit
+            else None
+        )
+        return MemoryEntryList(
+            memory=MemoryRef.at(head) if head else None,
+            entries=[_entry(row, head) for row in page],
+            next_cursor=next_cursor,
+        )
+
+    def changes(self, req: ListMemoryChangesRequest) -> MemoryChanges:
+        r = memory_revisions
+        with self._db.read() as conn:
+            head = self._head(conn, req.scope_id)
+            rows = conn.execute(
+                select(r)
+                .where(r.c.scope_id == req.scope_id, r.c.revision > req.since_revision)
+                .order_by(r.c.revision)
+                .limit(req.limit)
+            ).all()
+        return MemoryChanges(
+            memory=MemoryRef.at(head) if head else None,
+            changes=[
+                MemoryChange(
+                    revision=row.revision,
+                    operation=row.operation,
+                    entry_id=row.entry_id,
+                    entry_version_id=row.entry_version_id,
+                    created_at=_iso(row.created_at),
+                )
+                for row in rows
+            ],
+        )
+
+    def search(self, scope_id: str, terms: Sequence[str], limit: int) -> SearchResult:
+        """Rank the head's active entries; head and index are read in one snapshot."""
+        with self._db.read() as conn:
+            head = self._head(conn, scope_id)
+            if not head or not terms:
+                return SearchResult(MemoryRef.at(head) if head else None, [])
+            doc_count, frequencies = read_frequencies(conn, "memory", scope_id, terms)
+            plan = scoring.plan_query(terms, doc_count, frequencies)
+            if plan is None:
+                return SearchResult(MemoryRef.at(head), [])
+            candidates = self._db.fulltext.match(
+                conn, "memory", scope_id, plan.retrieval_terms, RETRIEVAL_LIMIT
+            )
+            ranked = scoring.rank(plan, ((c.rowid, c.terms) for c in candidates))
+            if not ranked:
+                return SearchResult(MemoryRef.at(head), [])
+            rows = {
+                row.id: row
+                for row in conn.execute(
+                    select(_v).where(_v.c.id.in_(bindparam("ids", expanding=True))),
+                    {"ids": [r.rowid for r in ranked]},
+                )
+            }
+        hits = [
+            SearchHit(
+                citation=_citation(rows[r.rowid], head),
+                text=rows[r.rowid].text,
+                score=r.score,
+                matched_by="fts",
+            )
+            for r in ranked
+            if r.rowid in rows and rows[r.rowid].scope_id == scope_id
+        ]
+        hits.sort(key=lambda h: (-h.score, h.citation.entry_id.encode("utf-8")))
+        return SearchResult(MemoryRef.at(head), hits[:limit])
+
+    def head(self, scope_id: str) -> int:
+        with self._db.read() as conn:
+            return self._head(conn, scope_id)
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def reindex(self) -> int:
+        """Rebuild the derived search index from the authoritative version rows."""
+
+        def work(conn: Connection) -> int:
+            self._db.fulltext.clear(conn, "memory")
+            rows = conn.execute(
+                select(_v).where(_v.c.valid_to.is_(None), _v.c.state == "active")
+            ).all()
+            for row in rows:
+                self._db.fulltext.add(
+                    conn, "memory", row.scope_id, row.id, self._analyze(_search_text(row))
+                )
+            return len(rows)
+
+        return self._db.write(work)
+
+    def index_is_consistent(self) -> bool:
+        with self._db.read() as conn:
+            indexed = self._db.fulltext.document_count(conn, "memory")
+            current = conn.execute(
+                select(func.count())
+                .select_from(_v)
+                .where(_v.c.valid_to.is_(None), _v.c.state == "active")
+            ).scalar_one()
+        return indexed == current
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _head(self, conn: Connection, scope_id: str) -> int:
+        value = conn.execute(
+            select(memory_heads.c.revision).where(memory_heads.c.scope_id == scope_id)
+        ).scalar()
+        return int(value or 0)
+
+    def _lock_head(self, conn: Connection, scope_id: str) -> int:
+        """The head revision, locked for this transaction (0 when the scope has no memory)."""
+        query = select(memory_heads.c.revision).where(memory_heads.c.scope_id == scope_id)
+        if self._db.backend != "sqlite":
+            query = query.with_for_update()
+        value = conn.execute(query).scalar()
+        if value is None:
+            # A concurrent first write raises IntegrityError here; Database.write retries.
+            conn.execute(
+                insert(memory_heads).values(scope_id=scope_id, revision=0, updated_at=now_ms())
+            )
+            return 0
+        return int(value)
+
+    def _lock_current(
+        self,
+        conn: Connection,
+        scope_id: str,
+        citation: MemoryCitation,
+        *,
+        allow_inactive: bool = False,
+    ) -> tuple[int, Row[Any]]:
+        """Lock the head and check the citation is the entry's current version (CAS)."""
+        head = self._lock_head(conn, scope_id)
+        pointer = conn.execute(
+            select(_e.c.current_version_id).where(
+                _e.c.scope_id == scope_id, _e.c.entry_id == citation.entry_id
+            )
+        ).scalar()
+        if pointer is None:
+            raise NotFoundError("no such memory entry", code="memory_not_found")
+        current = self._version_row(conn, scope_id, pointer)
+        if allow_inactive and current.state != "active":
+            return head, current
+        cited = citation.memory_ref.revision
+        if citation.entry_version_id != pointer or cited > head or cited < current.valid_from:
+            raise ConflictError(
+                "the citation is not the entry's current version; re-read it and retry",
+                code="revision_conflict",
+                details={"current": _citation_json(current, head)},
+            )
+        return head, current
+
+    def _version_row(self, conn: Connection, scope_id: str, version_id: str) -> Row[Any]:
+        return conn.execute(
+            select(_v).where(_v.c.scope_id == scope_id, _v.c.entry_version_id == version_id)
+        ).one()
+
+    def _insert_version(
+        self,
+        conn: Connection,
+        *,
+        scope_id: str,
+        entry_id: str,
+        version: int,
+        kind: str,
+        text: str,
+        tags: list[str],
+        reason: str | None,
+        source_refs: list[SourceRef],
+        artifact_refs: list[ArtifactRef],
+        state: str,
+        revision: int,
+    ) -> Row[Any]:
+        values = {
+            "scope_id": scope_id,
+            "entry_id": entry_id,
+            "entry_version_id": new_id("mem_ver_"),
+            "version": version,
+            "kind": kind,
+            "text": text,
+            "tags": canonical_json(tags),
+            "reason": reason,
+            "source_refs": _dump_refs(source_refs),
+            "artifact_refs": _dump_refs(artifact_refs),
+            "content_hash": content_hash(kind, text, tags),
+            "state": state,
+            "valid_from": revision,
+            "valid_to": None,
+            "created_at": now_ms(),
+        }
+        result = conn.execute(insert(_v).values(**values))
+        (row_id,) = result.inserted_primary_key or (None,)
+        return conn.execute(select(_v).where(_v.c.id == row_id)).one()
+
+    def _supersede(
+        self, conn: Connection, old: Row[Any], new: Row[Any], revision: int, digest: str
+    ) -> None:
+        conn.execute(update(_v).where(_v.c.id == old.id).values(valid_to=revision))
+        conn.execute(
+            update(_e)
+            .where(_e.c.scope_id == old.scope_id, _e.c.entry_id == old.entry_id)
+            .values(
+                current_version_id=new.entry_version_id,
+                current_version=new.version,
+                state=new.state,
+                content_hash=digest,
+            )
+        )
+
+    def _commit_revision(
+        self, conn: Connection, scope_id: str, revision: int, operation: str, row: Row[Any]
+    ) -> None:
+        conn.execute(
+            insert(memory_revisions).values(
+                scope_id=scope_id,
+                revision=revision,
+                operation=operation,
+                entry_id=row.entry_id,
+                entry_version_id=row.entry_version_id,
+                created_at=now_ms(),
+            )
+        )
+        conn.execute(
+            update(memory_heads)
+            .where(memory_heads.c.scope_id == scope_id)
+            .values(revision=revision, updated_at=now_ms())
+        )
+
+
+def _search_text(row: Row[Any]) -> str:
+    tags = json.loads(row.tags)
+    return row.text + ("\n" + " ".join(tags) if tags else "")
+
+
+def _dump_refs(refs: Sequence[Any]) -> str:
+    return json.dumps([r.model_dump(mode="json") for r in refs], separators=(",", ":"))
+
+
+def _accumulate(adapter: TypeAdapter[Any], stored: str, added: Sequence[Any]) -> list[Any]:
+    merged: list[Any] = []
+    for ref in [*adapter.validate_json(stored), *added]:
+        if ref not in merged:
+            merged.append(ref)
+    if len(merged) > MAX_EVIDENCE_REFS:
+        raise InvalidRequestError(
+            f"an entry version holds at most {MAX_EVIDENCE_REFS} references of each kind"
+        )
+    return merged
+
+
+def _ref_json(revision: int) -> dict[str, Any] | None:
+    return MemoryRef.at(revision).model_dump() if revision else None
+
+
+def _citation(row: Row[Any], revision: int) -> MemoryCitation:
+    return MemoryCitation(
+        memory_ref=MemoryRef.at(revision),
+        entry_id=row.entry_id,
+        entry_version_id=row.entry_version_id,
+    )
+
+
+def _citation_json(row: Row[Any], revision: int) -> dict[str, Any]:
+    return _citation(row, revision).model_dump()
+
+
+def _entry(row: Row[Any], revision: int) -> MemoryEntry:
+    return MemoryEntry(
+        citation=_citation(row, revision),
+        version=row.version,
+        kind=row.kind,
+        text=row.text,
+        tags=json.loads(row.tags),
+        state=row.state,
+        reason=row.reason,
+        source_refs=_SOURCE_REFS.validate_json(row.source_refs),
+        artifact_refs=_ARTIFACT_REFS.validate_json(row.artifact_refs),
+    )
+
+
+def _encode_cursor(created_revision: int, entry_id: str) -> str:
+    raw = json.dumps([created_revision, entry_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[int, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        value = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+        revision, entry_id = value
+        if not isinstance(revision, int) or not isinstance(entry_id, str):
+            raise ValueError
+        return revision, entry_id
+    except (ValueError, TypeError, UnicodeError):
+        raise InvalidRequestError("cursor is not one this server issued") from None
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,146 @@
+"""Authoritative tables. Every key starts with ``scope_id``; identifiers compare byte-for-byte.
+
+On MySQL-protocol backends every table defaults to ``utf8mb4_bin`` so that ``Foo``, ``foo``
+and ``föo`` are different scopes, ids and terms (SQLite's default BINARY collation already is).
+Derived full-text indexes live in :mod:`.fulltext`, not here: they can be dropped and rebuilt.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects import mysql
+
+metadata = MetaData()
+
+_TABLE_OPTIONS = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
+
+# Long texts: up to 200,000 characters of captured source (4 bytes each on MySQL).
+LongText = Text().with_variant(mysql.MEDIUMTEXT(), "mysql")
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def _scope() -> Column:
+    return Column("scope_id", String(256), nullable=False)
+
+
+memory_heads = Table(
+    "memory_heads",
+    metadata,
+    Column("scope_id", String(256), primary_key=True),
+    Column("revision", Integer, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    **_TABLE_OPTIONS,
+)
+
+memory_revisions = Table(
+    "memory_revisions",
+    metadata,
+    Column("scope_id", String(256), primary_key=True),
+    Column("revision", Integer, primary_key=True, autoincrement=False),
+    Column("operation", String(16), nullable=False),
+    Column("entry_id", String(128), nullable=False),
+    Column("entry_version_id", String(128), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    **_TABLE_OPTIONS,
+)
+
+# One row per entry: the pointer to its current version, used for CAS and content de-dup.
+memory_entries = Table(
+    "memory_entries",
+    metadata,
+    Column("scope_id", String(256), primary_key=True),
+    Column("entry_id", String(128), primary_key=True),
+    Column("created_revision", Integer, nullable=False),
+    Column("current_version_id", String(128), nullable=False),
+    Column("current_version", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Index("ix_memory_entries_hash", "scope_id", "content_hash"),
+    Index("ix_memory_entries_order", "scope_id", "created_revision", "entry_id"),
+    **_TABLE_OPTIONS,
+)
+
+# Immutable versions. A version belongs to revision R iff valid_from <= R < coalesce(valid_to, ∞).
+memory_versions = Table(
+    "memory_versions",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    _scope(),
+    Column("entry_id", String(128), nullable=False),
+    Column("entry_version_id", String(128), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("kind", String(128), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("tags", Text, nullable=False),
+    Column("reason", Text, nullable=True),
+    Column("source_refs", Text, nullable=False),
+    Column("artifact_refs", Text, nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("valid_from", Integer, nullable=False),
+    Column("valid_to", Integer, nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    UniqueConstraint("scope_id", "entry_version_id", name="uq_memory_versions_id"),
+    UniqueConstraint("scope_id", "entry_id", "version", name="uq_memory_versions_entry"),
+    **_TABLE_OPTIONS,
+)
+
+# Document frequencies per (scope, family, term) for application-side scoring, plus the
+# reserved term ``#docs`` holding the number of indexed documents (terms are [a-z0-9]+, so
+# it cannot collide). Derived: rebuilt together with the full-text index.
+search_terms = Table(
+    "search_terms",
+    metadata,
+    Column("scope_id", String(256), primary_key=True),
+    Column("family", String(16), primary_key=True),
+    Column("term", String(64), primary_key=True),
+    Column("df", Integer, nullable=False),
+    **_TABLE_OPTIONS,
+)
+
+source_heads = Table(
+    "source_heads",
+    metadata,
+    Column("scope_id", String(256), primary_key=True),
+    Column("last_position", Integer, nullable=False),
+    Column("flush_cursor", Integer, nullable=False, default=0),
+    **_TABLE_OPTIONS,
+)
+
+sources = Table(
+    "sources",
+    metadata,
+    Column("scope_id", String(256), primary_key=True),
+    Column("position", Integer, primary_key=True, autoincrement=False),
+    Column("source_id", String(256), nullable=False),
+    Column("name", String(32), nullable=False),
+    Column("payload_hash", String(64), nullable=False),
+    Column("content", LongText, nullable=False),
+    Column("metadata", Text, nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    UniqueConstraint("scope_id", "source_id", name="uq_sources_source_id"),
+    **_TABLE_OPTIONS,
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("token_id", String(64), primary_key=True),
+    Column("name", String(128), nullable=False),
+    Column("secret_hash", String(64), nullable=False),
+    Column("scopes", Text, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("revoked_at", BigInteger, nullable=True),
+    UniqueConstraint("name", name="uq_tokens_name"),
+    **_TABLE_OPTIONS,
+)

@@ -1,0 +1,82 @@
+"""The per-scope journal of captured sources (spec 02 § Sources).
+
+Positions are gap-free per scope because they come from a locked per-scope counter row, not
+from an auto-increment. Capture is idempotent by ``source_id``: the same payload returns the
+original position, a different payload under the same id is a typed conflict.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, insert, select, update
+
+from ..contract.common import SourceRef
+from ..contract.memory import CaptureSourceRequest, CaptureSourceResponse
+from ..errors import ConflictError
+from ._records import canonical_json, sha256_hex
+from .database import Database, now_ms
+from .schema import source_heads, sources
+
+__all__ = ["SourceStore"]
+
+
+class SourceStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def capture(self, req: CaptureSourceRequest) -> CaptureSourceResponse:
+        digest = sha256_hex("content-source-v1", req.content, req.metadata)
+
+        def accepted(position: int) -> CaptureSourceResponse:
+            return CaptureSourceResponse(
+                status="accepted",
+                source=SourceRef(name="content", source_id=req.source_id),
+                position=position,
+            )
+
+        def work(conn: Connection) -> CaptureSourceResponse:
+            position = self._lock_counter(conn, req.scope_id)
+            existing = conn.execute(
+                select(sources.c.position, sources.c.payload_hash).where(
+                    sources.c.scope_id == req.scope_id, sources.c.source_id == req.source_id
+                )
+            ).first()
+            if existing is not None:
+                if existing.payload_hash != digest:
+                    raise ConflictError(
+                        "a different payload was already captured under this source_id",
+                        code="source_conflict",
+                    )
+                return accepted(existing.position)
+            position += 1
+            conn.execute(
+                insert(sources).values(
+                    scope_id=req.scope_id,
+                    position=position,
+                    source_id=req.source_id,
+                    name="content",
+                    payload_hash=digest,
+                    content=req.content,
+                    metadata=None if req.metadata is None else canonical_json(req.metadata),
+                    created_at=now_ms(),
+                )
+            )
+            conn.execute(
+                update(source_heads)
+                .where(source_heads.c.scope_id == req.scope_id)
+                .values(last_position=position)
+            )
+            return accepted(position)
+
+        return self._db.write(work)
+
+    def _lock_counter(self, conn: Connection, scope_id: str) -> int:
+        query = select(source_heads.c.last_position).where(source_heads.c.scope_id == scope_id)
+        if self._db.backend != "sqlite":
+            query = query.with_for_update()
+        value = conn.execute(query).scalar()
+        if value is None:
+            conn.execute(
+                insert(source_heads).values(scope_id=scope_id, last_position=0, flush_cursor=0)
+            )
+            return 0
+        return int(value)

@@ -1,0 +1,158 @@
+"""API tokens: stored only as hashes, each granted a list of scope patterns (spec 03).
+
+A token reads ``pc_<token id>_<secret>``. The id locates the row; the secret's SHA-256 is
+compared in constant time. The secret carries 256 random bits, so a fast hash is enough: there
+is nothing to brute-force.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, insert, select, update
+
+from ..errors import ConflictError, NotFoundError
+from .database import Database, now_ms
+from .schema import tokens
+
+__all__ = ["TokenInfo", "TokenStore", "scope_matches"]
+
+LOCAL_TOKEN_NAME = "local"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    token_id: str
+    name: str
+    scopes: tuple[str, ...]
+    created_at: int
+    revoked: bool
+
+
+def scope_matches(patterns: tuple[str, ...], scope_id: str) -> bool:
+    """Exact ids, or a trailing ``*`` for a prefix (``*`` alone grants every scope)."""
+    for pattern in patterns:
+        if pattern.endswith("*"):
+            if scope_id.startswith(pattern[:-1]):
+                return True
+        elif pattern == scope_id:
+            return True
+    return False
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def _parse(token: str) -> tuple[str, str] | None:
+    parts = token.split("_", 2)
+    if len(parts) != 3 or parts[0] != "pc" or not parts[1] or not parts[2]:
+        return None
+    return parts[1], parts[2]
+
+
+class TokenStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def create(self, name: str, scopes: list[str]) -> str:
+        """Create a token and return its secret (shown once, never stored)."""
+        token_id = secrets.token_hex(6)
+        secret = secrets.token_urlsafe(32)
+
+        def work(conn: Connection) -> None:
+            if self._by_name(conn, name) is not None:
+                raise ConflictError("a token with this name already exists", code="token_exists")
+            conn.execute(
+                insert(tokens).values(
+                    token_id=token_id,
+                    name=name,
+                    secret_hash=_hash(secret),
+                    scopes=json.dumps(scopes),
+                    created_at=now_ms(),
+                    revoked_at=None,
+                )
+            )
+
+        self._db.write(work)
+        return f"pc_{token_id}_{secret}"
+
+    def verify(self, token: str) -> TokenInfo | None:
+        parsed = _parse(token)
+        if parsed is None:
+            return None
+        token_id, secret = parsed
+        with self._db.read() as conn:
+            row = conn.execute(select(tokens).where(tokens.c.token_id == token_id)).first()
+        if row is None or row.revoked_at is not None:
+            return None
+        if not hmac.compare_digest(row.secret_hash, _hash(secret)):
+            return None
+        return _info(row)
+
+    def list(self) -> list[TokenInfo]:
+        with self._db.read() as conn:
+            rows = conn.execute(select(tokens).order_by(tokens.c.created_at)).all()
+        return [_info(row) for row in rows]
+
+    def revoke(self, name: str) -> None:
+        def work(conn: Connection) -> None:
+            row = self._by_name(conn, name)
+            if row is None:
+                raise NotFoundError("no token with this name", code="token_not_found")
+            if row.revoked_at is None:
+                conn.execute(
+                    update(tokens)
+                    .where(tokens.c.token_id == row.token_id)
+                    .values(revoked_at=now_ms())
+                )
+
+        self._db.write(work)
+
+    def rotate_local(self) -> str:
+        """(Re)issue the local all-scopes token used by clients on this machine."""
+        token_id = secrets.token_hex(6)
+        secret = secrets.token_urlsafe(32)
+
+        def work(conn: Connection) -> None:
+            existing = self._by_name(conn, LOCAL_TOKEN_NAME)
+            if existing is not None:
+                conn.execute(
+                    update(tokens)
+                    .where(tokens.c.token_id == existing.token_id)
+                    .values(
+                        name=f"{LOCAL_TOKEN_NAME}-replaced-{existing.token_id}",
+                        revoked_at=now_ms(),
+                    )
+                )
+            conn.execute(
+                insert(tokens).values(
+                    token_id=token_id,
+                    name=LOCAL_TOKEN_NAME,
+                    secret_hash=_hash(secret),
+                    scopes=json.dumps(["*"]),
+                    created_at=now_ms(),
+                    revoked_at=None,
+                )
+            )
+
+        self._db.write(work)
+        return f"pc_{token_id}_{secret}"
+
+    @staticmethod
+    def _by_name(conn: Connection, name: str):  # type: ignore[no-untyped-def]
+        return conn.execute(select(tokens).where(tokens.c.name == name)).first()
+
+
+def _info(row) -> TokenInfo:  # type: ignore[no-untyped-def]
+    return TokenInfo(
+        token_id=row.token_id,
+        name=row.name,
+        scopes=tuple(json.loads(row.scopes)),
+        created_at=row.created_at,
+        revoked=row.revoked_at is not None,
+    )
