@@ -35,8 +35,6 @@ class Runtime:
     @classmethod
     def open(cls, settings: Settings, *, prepare: bool = True) -> Runtime:
         """Connect, create the schema idempotently and rebuild stale derived indexes."""
-        if settings.in_memory:
-            _log.warning("in_memory_database")
         if settings.database_url.startswith("sqlite:///") and not settings.in_memory:
             settings.home.mkdir(parents=True, exist_ok=True)
         db = Database(settings.database_url)
@@ -54,6 +52,8 @@ class Runtime:
         return runtime
 
     def prepare(self) -> None:
+        if self.settings.in_memory:
+            _log.warning("in_memory_database")
         self.db.check_server()
         self.db.create_schema()
         if not self.memory.index_is_consistent():

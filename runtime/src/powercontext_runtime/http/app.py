@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 
 from .. import __version__
 from ..composition import Runtime
@@ -28,6 +31,7 @@ def create_app(runtime: Runtime) -> FastAPI:
         redoc_url=None,
     )
     app.state.runtime = runtime
+    app.openapi = lambda: _openapi_with_security(app)  # type: ignore[method-assign]
     install_error_handlers(app)
     app.include_router(router)
     known = frozenset(getattr(route, "path", "") for route in app.routes)
@@ -39,3 +43,20 @@ def create_app(runtime: Runtime) -> FastAPI:
         known_paths=known,
     )
     return app
+
+
+def _openapi_with_security(app: FastAPI) -> dict[str, Any]:
+    """Document the bearer auth the middleware enforces (health endpoints stay public)."""
+    if app.openapi_schema is None:
+        document = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        document.setdefault("components", {})["securitySchemes"] = {
+            "bearer": {"type": "http", "scheme": "bearer"}
+        }
+        document["security"] = [{"bearer": []}]
+        for path in ("/health/live", "/health/ready"):
+            for operation in document["paths"].get(path, {}).values():
+                operation["security"] = []
+        app.openapi_schema = document
+    return app.openapi_schema

@@ -27,7 +27,7 @@ never collide)::
     x<hex utf-8>         any other word (accented Latin, Cyrillic, ...)         x636166c3a9
     i<hex utf-8>         whole joined identifier, casefolded, not stemmed       i757365725f6964
     c<hex cp, >=4>       Han unigram                                            c6570
-    b<cp:05x><cp:05x>    Han+Han bigram                                         b06570063ee
+    b<cp:05x><cp:05x>    Han+Han bigram                                         b065700636e
     k<hex cp, >=4>       kana/Hangul unigram; k<cp:05x><cp:05x> bigram with kana/Hangul
 
 Why the encoding is unambiguous (no two distinct inputs of the analyzer share a term):
@@ -68,7 +68,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, pairwise
 from typing import Final
 
 __all__ = ["MAX_TERM_LENGTH", "document_terms", "query_terms"]
@@ -154,182 +154,30 @@ _MARK: Final = f"[{_class_body(_combining_mark_ranges())}]"
 _WORD: Final = f"{_ALNUM}+(?:{_MARK}+{_ALNUM}*)*"
 _JOINERS: Final = r"[_\-./:]+"
 
-# Group 1: a CJK run. Group 2: a word; group 3: the joined remainder of an identifier.
-_TOKEN_RE: Final = re.compile(f"([{_CJK_CLASS}]+)|({_WORD})((?:{_JOINERS}{_WORD})*)")
+# Group 1: a CJK run. Group 2: a word, or an identifier (words joined by joiners).
+_TOKEN_RE: Final = re.compile(f"([{_CJK_CLASS}]+)|({_WORD}(?:{_JOINERS}{_WORD})*)")
+_KANA_HANGUL_RE: Final = re.compile(f"[{_class_body(_KANA_HANGUL_RANGES)}]")
 _JOINER_RE: Final = re.compile(_JOINERS)
-_ASCII_TERM_RE: Final = re.compile(r"[a-z0-9]+")
 
 # -- stop words ----------------------------------------------------------------------------
 
-_STOP_WORDS: Final = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "i",
-        "me",
-        "my",
-        "mine",
-        "myself",
-        "we",
-        "us",
-        "our",
-        "ours",
-        "ourselves",
-        "you",
-        "your",
-        "yours",
-        "yourself",
-        "yourselves",
-        "he",
-        "him",
-        "his",
-        "himself",
-        "she",
-        "her",
-        "hers",
-        "herself",
-        "it",
-        "its",
-        "itself",
-        "they",
-        "them",
-        "their",
-        "theirs",
-        "themselves",
-        "this",
-        "that",
-        "these",
-        "those",
-        "who",
-        "whom",
-        "whose",
-        "which",
-        "what",
-        "am",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "have",
-        "has",
-        "had",
-        "having",
-        "do",
-        "does",
-        "did",
-        "doing",
-        "done",
-        "will",
-        "would",
-        "shall",
-        "should",
-        "can",
-        "could",
-        "may",
-        "might",
-        "must",
-        "of",
-        "at",
-        "by",
-        "for",
-        "with",
-        "about",
-        "against",
-        "between",
-        "into",
-        "through",
-        "during",
-        "before",
-        "after",
-        "above",
-        "below",
-        "to",
-        "from",
-        "up",
-        "down",
-        "in",
-        "out",
-        "on",
-        "off",
-        "over",
-        "under",
-        "again",
-        "further",
-        "onto",
-        "upon",
-        "within",
-        "without",
-        "via",
-        "and",
-        "but",
-        "if",
-        "or",
-        "because",
-        "as",
-        "until",
-        "while",
-        "so",
-        "than",
-        "too",
-        "very",
-        "just",
-        "nor",
-        "not",
-        "no",
-        "yes",
-        "only",
-        "own",
-        "same",
-        "such",
-        "both",
-        "each",
-        "few",
-        "more",
-        "most",
-        "other",
-        "some",
-        "any",
-        "all",
-        "then",
-        "once",
-        "here",
-        "there",
-        "when",
-        "where",
-        "why",
-        "how",
-        "also",
-        "please",
-        "let",
-        "lets",
-        "ok",
-        "okay",
-        "hi",
-        "hello",
-        "thanks",
-        "thank",
-        "don",
-        "doesn",
-        "didn",
-        "isn",
-        "aren",
-        "wasn",
-        "weren",
-        "won",
-        "wouldn",
-        "shouldn",
-        "couldn",
-        "hasn",
-        "haven",
-        "ll",
-        "ve",
-        "re",
-    ]
-)
+# Compared on the casefolded word before stemming. Kept as text for compactness (~130 words).
+_STOP_WORD_TEXT: Final = """
+a an the
+i me my mine myself we us our ours ourselves you your yours yourself yourselves
+he him his himself she her hers herself it its itself they them their theirs themselves
+this that these those who whom whose which what
+am is are was were be been being have has had having do does did doing
+will would shall should can could may might must
+of at by for with about against between into through during before after above below
+to from up down in out on off over under again further onto upon within without via
+and but if or because as until while so than too very just nor not no yes only own same
+such both each few more most other some any all
+then once here there when where why how also
+please let lets ok okay hi hello thanks thank
+don doesn didn isn aren wasn weren won wouldn shouldn couldn hasn haven ll ve re
+"""
+_STOP_WORDS: Final = frozenset(_STOP_WORD_TEXT.split())
 _CJK_STOP_CHARS: Final = frozenset("的了是在和有我你他她它们这那就也都要把被吗呢吧啊与及或个一不请")
 
 # -- stemming ------------------------------------------------------------------------------
@@ -418,8 +266,8 @@ def _word_term(folded: str) -> str | None:
     if folded.isascii():
         if len(folded) >= 4 and folded.isalpha():
             folded = _stem(folded)
-        # Casefolded ASCII letters/digits only: the word is its own body.
-        if len(folded) < MAX_TERM_LENGTH and _ASCII_TERM_RE.fullmatch(folded):
+        # Casefolded ASCII letters/digits are exactly [a-z0-9]: the word is its own body.
+        if len(folded) < MAX_TERM_LENGTH and folded.isalnum():
             return "w" + folded
     return _hex_term("x", folded)
 
@@ -480,63 +328,92 @@ def _word_terms(word: str, out: list[tuple[str, bool]]) -> None:
         out.append((term, folded in _STOP_WORDS))
 
 
-@lru_cache(maxsize=16384)
-def _segment_terms(segment: str, joined: bool) -> tuple[tuple[str, bool], ...]:
-    """Terms of one word or identifier; cached because prompts repeat their vocabulary."""
-    out: list[tuple[str, bool]] = []
-    if not joined:
-        _word_terms(segment, out)
-        return tuple(out)
-    for word in _JOINER_RE.split(segment):
-        _word_terms(word, out)
-    out.append((_hex_term("i", segment.casefold()), False))
-    return tuple(out)
+_Terms = tuple[str, ...]
 
 
-def _is_han(code_point: int) -> bool:
-    # Only called on characters of a CJK run, so "not kana/Hangul" is enough.
+def _segment_terms(segment: str) -> tuple[_Terms, _Terms]:
+    """Document and query terms of one word or identifier."""
+    if segment.isalnum():  # no joiner: the common plain word, kept on a short path
+        parts = _case_parts(segment)
+        if len(parts) == 1:
+            folded = parts[0].casefold()
+            term = _word_term(folded)
+            if term is None:
+                return (), ()
+            return (term,), (() if folded in _STOP_WORDS else (term,))
+    pairs: list[tuple[str, bool]] = []
+    words = _JOINER_RE.split(segment)
+    for word in words:
+        _word_terms(word, pairs)
+    if len(words) > 1:
+        pairs.append((_hex_term("i", segment.casefold()), False))
     return (
-        0x4E00 <= code_point <= 0x9FFF
-        or 0x3400 <= code_point <= 0x4DBF
-        or code_point >= 0x20000
-        or 0xF900 <= code_point <= 0xFAFF
-        or 0x3005 <= code_point <= 0x303B
+        tuple(term for term, _ in pairs),
+        tuple(term for term, is_stop in pairs if not is_stop),
     )
 
 
-def _cjk_terms(run: str, out: list[str], drop_stop: bool) -> None:
-    """Han unigrams and bigrams over the whole run (mixed Han/kana runs included)."""
-    codes = [ord(char) for char in run]
-    hans = [_is_han(code) for code in codes]
-    if len(codes) == 1:
-        code = codes[0]
-        if hans[0]:
-            if not (drop_stop and run in _CJK_STOP_CHARS):
-                out.append(f"c{code:04x}")
-        else:
-            out.append(f"k{code:04x}")
-        return
-    last = len(codes) - 1
-    for i, code in enumerate(codes):
-        if hans[i] and not (drop_stop and run[i] in _CJK_STOP_CHARS):
-            out.append(f"c{code:04x}")
-        if i < last:
-            prefix = "b" if hans[i] and hans[i + 1] else "k"
-            out.append(f"{prefix}{code:05x}{codes[i + 1]:05x}")
+def _is_han(char: str) -> bool:
+    # Only called on characters of a CJK run, so "not kana/Hangul" is enough.
+    return _KANA_HANGUL_RE.match(char) is None
 
 
-def _analyze(text: str, drop_stop: bool) -> list[str]:
+def _cjk_terms(run: str) -> tuple[_Terms, _Terms]:
+    """Document and query terms of one CJK run (mixed Han/kana runs included).
+
+    Han characters yield unigrams; every adjacent pair yields a bigram, so a query for a
+    multi-character word meets documents containing it even without word segmentation.
+    """
+    if len(run) == 1:
+        if _is_han(run):
+            term = f"c{ord(run):04x}"
+            return (term,), (() if run in _CJK_STOP_CHARS else (term,))
+        return (f"k{ord(run):04x}",), (f"k{ord(run):04x}",)
+    hex5 = [f"{ord(char):05x}" for char in run]
+    bigrams = ["b" + a + b for a, b in pairwise(hex5)]
+    if _KANA_HANGUL_RE.search(run) is None:  # pure Han: the common Chinese case
+        unigrams: list[str | None] = ["c" + h[1:] if h[0] == "0" else "c" + h for h in hex5]
+    else:
+        unigrams = [
+            ("c" + h[1:] if h[0] == "0" else "c" + h) if _is_han(char) else None
+            for char, h in zip(run, hex5, strict=True)
+        ]
+        bigrams = [
+            term if _is_han(run[i]) and _is_han(run[i + 1]) else "k" + term[1:]
+            for i, term in enumerate(bigrams)
+        ]
+    merged: list[str | None] = [None] * (len(unigrams) + len(bigrams))
+    merged[0::2] = unigrams
+    merged[1::2] = bigrams
+    document = tuple(term for term in merged if term is not None)
+    if _CJK_STOP_CHARS.isdisjoint(run):
+        return document, document
+    stop_terms = {f"c{ord(char):04x}" for char in _CJK_STOP_CHARS.intersection(run)}
+    return document, tuple(term for term in document if term not in stop_terms)
+
+
+# Prompts and documents keep repeating their vocabulary, so a cache hit replaces case analysis,
+# stemming and encoding by one dictionary lookup. Only short tokens are cached: they are the
+# ones that repeat, and a bound on key length bounds the cache's memory (an 8 KiB identifier
+# would otherwise pin thousands of terms per entry).
+_CACHED_SEGMENT_CHARS: Final = 48
+_CACHED_CJK_CHARS: Final = 24
+_cached_segment_terms = lru_cache(maxsize=16384)(_segment_terms)
+_cached_cjk_terms = lru_cache(maxsize=2048)(_cjk_terms)
+
+
+def _analyze(text: str, query: bool) -> list[str]:
     out: list[str] = []
-    append = out.append
-    for match in _TOKEN_RE.finditer(unicodedata.normalize("NFC", text)):
-        run = match.group(1)
-        if run is not None:
-            _cjk_terms(run, out, drop_stop)
-            continue
-        joined = bool(match.group(3))
-        for term, is_stop in _segment_terms(match.group(0), joined):
-            if not (drop_stop and is_stop):
-                append(term)
+    extend = out.extend
+    side = 1 if query else 0
+    for run, segment in _TOKEN_RE.findall(unicodedata.normalize("NFC", text)):
+        if run:
+            terms = (_cached_cjk_terms if len(run) <= _CACHED_CJK_CHARS else _cjk_terms)(run)
+        elif len(segment) <= _CACHED_SEGMENT_CHARS:
+            terms = _cached_segment_terms(segment)
+        else:
+            terms = _segment_terms(segment)
+        extend(terms[side])
     return out
 
 
@@ -549,9 +426,9 @@ def document_terms(text: str) -> list[str]:
     Repetition is kept because callers compute term frequencies from it, and stop words are
     kept because document frequencies must be complete for IDF weighting.
     """
-    return _analyze(text, drop_stop=False)
+    return _analyze(text, query=False)
 
 
 def query_terms(text: str) -> list[str]:
     """Distinct terms of a query in first-occurrence order, stop words removed."""
-    return list(dict.fromkeys(_analyze(text, drop_stop=True)))
+    return list(dict.fromkeys(_analyze(text, query=True)))

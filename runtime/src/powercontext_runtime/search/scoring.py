@@ -48,7 +48,9 @@ class Ranked:
 
 
 def _idf(doc_count: int, df: int) -> float:
-    return math.log(1.0 + (doc_count - df + 0.5) / (df + 0.5))
+    # Unlike BM25's classic IDF this never approaches zero for a term in every document, which
+    # matters in young scopes with a handful of entries.
+    return math.log(1.0 + (doc_count + 1) / (df + 0.5))
 
 
 def plan_query(
@@ -60,7 +62,9 @@ def plan_query(
         return None
     # Unseen terms still weigh in the query total: a query mostly about something the scope
     # never mentions must not be satisfied by one incidental common word.
-    scored = sorted(terms, key=lambda t: (frequencies.get(t, 0), t))[:MAX_QUERY_TERMS]
+    # Keep the most selective terms the scope has seen first, then unseen ones.
+    scored = sorted(terms, key=lambda t: (t not in frequencies, frequencies.get(t, 0), t))
+    scored = scored[:MAX_QUERY_TERMS]
     weights = {t: _idf(doc_count, frequencies.get(t, 0)) for t in scored}
     total = sum(weights.values())
     common_limit = max(RARE_FLOOR, doc_count * COMMON_FRACTION)

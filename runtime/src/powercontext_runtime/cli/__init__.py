@@ -1,0 +1,1 @@
+"""The ``powercontext`` command: operator verbs over the client (or the database directly)."""

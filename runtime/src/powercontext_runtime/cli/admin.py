@@ -1,0 +1,172 @@
+"""Operator verbs that work on the configured database directly: token, reindex, doctor."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+
+from ..client import PowerContextClient
+from ..composition import Runtime
+from ..errors import PowerContextError
+from ..services.auth import read_token_file
+from ..settings import Settings
+from .output import emit
+
+
+def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+    db_args = argparse.ArgumentParser(add_help=False)
+    db_args.add_argument("--data-dir", dest="home", help="data directory (POWERCONTEXT_HOME)")
+    db_args.add_argument("--database-url", help="override POWERCONTEXT_DATABASE_URL")
+
+    token = sub.add_parser("token", help="create, list and revoke API tokens")
+    verbs = token.add_subparsers(dest="verb", required=True, metavar="VERB")
+    p = verbs.add_parser(
+        "create", help="create a token (the secret is printed once)", parents=[common, db_args]
+    )
+    p.add_argument("--name", required=True)
+    p.add_argument(
+        "--scope",
+        action="append",
+        required=True,
+        dest="scopes",
+        help="exact scope id or trailing-* prefix (repeatable)",
+    )
+    p.set_defaults(handler=_token_create)
+    p = verbs.add_parser(
+        "list", help="list tokens (never their secrets)", parents=[common, db_args]
+    )
+    p.set_defaults(handler=_token_list)
+    p = verbs.add_parser("revoke", help="revoke a token by name", parents=[common, db_args])
+    p.add_argument("name")
+    p.set_defaults(handler=_token_revoke)
+
+    p = sub.add_parser(
+        "reindex", help="rebuild the derived search index", parents=[common, db_args]
+    )
+    p.set_defaults(handler=_reindex)
+
+    p = sub.add_parser(
+        "doctor", help="check the daemon, the database and the token", parents=[common, db_args]
+    )
+    p.set_defaults(handler=_doctor)
+
+
+def _open(args: argparse.Namespace) -> Runtime:
+    settings = Settings.load(home=args.home, database_url=args.database_url)
+    return Runtime.open(settings)
+
+
+def _token_create(args: argparse.Namespace) -> int:
+    for pattern in args.scopes:
+        if not pattern.strip() or "*" in pattern[:-1]:
+            raise PowerContextError(
+                "scope patterns are exact ids or end with a single trailing *",
+                code="invalid_request",
+            )
+    runtime = _open(args)
+    try:
+        secret = runtime.tokens.create(args.name, args.scopes)
+    finally:
+        runtime.close()
+    emit(
+        {"name": args.name, "token": secret, "scopes": args.scopes},
+        as_json=args.json,
+        human=f"{secret}\n(shown once; grants: {', '.join(args.scopes)})",
+    )
+    return 0
+
+
+def _token_list(args: argparse.Namespace) -> int:
+    runtime = _open(args)
+    try:
+        infos = runtime.tokens.list()
+    finally:
+        runtime.close()
+    rows = [
+        {
+            "name": i.name,
+            "token_id": i.token_id,
+            "scopes": list(i.scopes),
+            "created_at": datetime.fromtimestamp(i.created_at / 1000, UTC).isoformat(),
+            "revoked": i.revoked,
+        }
+        for i in infos
+    ]
+    human = (
+        "\n".join(
+            f"{r['name']}  {', '.join(r['scopes'])}{'  (revoked)' if r['revoked'] else ''}"
+            for r in rows
+        )
+        or "no tokens"
+    )
+    emit(rows, as_json=args.json, human=human)
+    return 0
+
+
+def _token_revoke(args: argparse.Namespace) -> int:
+    runtime = _open(args)
+    try:
+        runtime.tokens.revoke(args.name)
+    finally:
+        runtime.close()
+    emit({"name": args.name, "revoked": True}, as_json=args.json, human=f"revoked {args.name}")
+    return 0
+
+
+def _reindex(args: argparse.Namespace) -> int:
+    runtime = _open(args)
+    try:
+        count = runtime.memory.reindex()
+    finally:
+        runtime.close()
+    emit(
+        {"memory_entries_indexed": count},
+        as_json=args.json,
+        human=f"rebuilt the search index: {count} memory entries",
+    )
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    checks: list[dict[str, object]] = []
+
+    def check(name: str, ok: bool, detail: str) -> None:
+        checks.append({"check": name, "ok": ok, "detail": detail})
+
+    settings = Settings.load(home=args.home, database_url=args.database_url)
+    try:
+        runtime = Runtime.open(settings)
+        try:
+            runtime.ping()
+            consistent = runtime.memory.index_is_consistent()
+        finally:
+            runtime.close()
+        check("database", True, f"{runtime.backend} reachable, schema ready")
+        check(
+            "search_index",
+            consistent,
+            "consistent" if consistent else "stale: run `powercontext reindex`",
+        )
+    except PowerContextError as exc:
+        check("database", False, exc.message)
+    with PowerContextClient(args.url, token=args.token) as client:
+        try:
+            ready = client.get_readiness()
+            check("daemon", True, f"ready at {args.url or 'the default URL'} ({ready.database})")
+        except PowerContextError as exc:
+            check("daemon", False, f"{exc.message} — start it with `powercontext serve`")
+        else:
+            try:
+                client.get_capabilities()
+                check("token", True, "accepted")
+            except PowerContextError as exc:
+                hint = (
+                    ""
+                    if args.token or read_token_file(settings.token_file)
+                    else (f" (no token given and {settings.token_file} is missing)")
+                )
+                check("token", False, exc.message + hint)
+    ok = all(c["ok"] for c in checks)
+    human = "\n".join(f"{'ok ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}" for c in checks)
+    emit({"ok": ok, "checks": checks}, as_json=args.json, human=human)
+    return 0 if ok else 1

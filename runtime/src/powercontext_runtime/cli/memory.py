@@ -1,0 +1,207 @@
+"""``powercontext memory …``: every Memory operation through the HTTP client."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from ..client import PowerContextClient
+from ..contract.common import MemoryCitation, MemoryRef
+from ..contract.memory import MemoryEntry, SearchMemoryResponse
+from .output import emit
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+    memory = sub.add_parser("memory", help="remember, search and curate Memory entries")
+    verbs = memory.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    def verb(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = verbs.add_parser(name, help=help_text, parents=[common])
+        p.add_argument(
+            "--scope",
+            default=os.environ.get("POWERCONTEXT_SCOPE_ID"),
+            help="scope id (default: POWERCONTEXT_SCOPE_ID)",
+        )
+        return p
+
+    def cited(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--revision", type=int, required=True, help="cited memory revision")
+        p.add_argument("--entry-id", required=True)
+        p.add_argument("--version-id", required=True, help="cited entry_version_id")
+
+    p = verb("remember", "add an entry")
+    p.add_argument("text", help="the entry's text ('-' reads standard input)")
+    p.add_argument("--kind", default="fact")
+    p.add_argument("--tag", action="append", default=[], dest="tags")
+    p.add_argument("--reason")
+    p.add_argument("--expected-revision", type=int)
+    p.set_defaults(handler=_remember)
+
+    p = verb("search", "search the active entries")
+    p.add_argument("query")
+    p.add_argument("--limit", type=int, default=10)
+    p.set_defaults(handler=_search)
+
+    p = verb("list", "list the head revision's entries")
+    p.add_argument("--include-inactive", action="store_true")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--cursor")
+    p.set_defaults(handler=_list)
+
+    p = verb("get", "re-read one cited version exactly")
+    cited(p)
+    p.set_defaults(handler=_get)
+
+    p = verb("revise", "write a new version of an entry")
+    cited(p)
+    p.add_argument("--text", help="new text ('-' reads standard input)")
+    p.add_argument("--kind")
+    p.add_argument("--tag", action="append", dest="tags", help="replace the tags (repeatable)")
+    p.add_argument("--reason")
+    p.set_defaults(handler=_revise)
+
+    p = verb("retire", "make an entry inactive")
+    cited(p)
+    p.add_argument("--reason")
+    p.set_defaults(handler=_retire)
+
+    p = verb("tag", "add or remove tags of an entry (a revise)")
+    cited(p)
+    p.add_argument("--add", action="append", default=[])
+    p.add_argument("--remove", action="append", default=[])
+    p.set_defaults(handler=_tag)
+
+    p = verb("changes", "revision summaries since a revision")
+    p.add_argument("--since", type=int, default=0)
+    p.add_argument("--limit", type=int, default=100)
+    p.set_defaults(handler=_changes)
+
+
+def _client(args: argparse.Namespace) -> PowerContextClient:
+    if not args.scope:
+        raise SystemExit("powercontext: --scope (or POWERCONTEXT_SCOPE_ID) is required")
+    return PowerContextClient(args.url, token=args.token)
+
+
+def _text(value: str) -> str:
+    return sys.stdin.read() if value == "-" else value
+
+
+def _citation(args: argparse.Namespace) -> MemoryCitation:
+    return MemoryCitation(
+        memory_ref=MemoryRef.at(args.revision),
+        entry_id=args.entry_id,
+        entry_version_id=args.version_id,
+    )
+
+
+def _describe(entry: MemoryEntry) -> str:
+    c = entry.citation
+    tags = f" [{', '.join(entry.tags)}]" if entry.tags else ""
+    return (
+        f"{c.entry_id} v{entry.version} ({entry.kind}, {entry.state}){tags}\n"
+        f"  cite: --revision {c.memory_ref.revision} --entry-id {c.entry_id} "
+        f"--version-id {c.entry_version_id}\n  {entry.text}"
+    )
+
+
+def _write_result(args: argparse.Namespace, result: Any) -> int:
+    human = f"memory revision {result.memory.revision}\n{_describe(result.entry)}"
+    emit(result, as_json=args.json, human=human)
+    return 0
+
+
+def _remember(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        fields: dict[str, Any] = {
+            "scope_id": args.scope,
+            "kind": args.kind,
+            "text": _text(args.text),
+            "tags": args.tags,
+        }
+        if args.reason is not None:
+            fields["reason"] = args.reason
+        if args.expected_revision is not None:
+            fields["expected_revision"] = args.expected_revision
+        return _write_result(args, client.remember_memory(**fields))
+
+
+def _search(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        result: SearchMemoryResponse = client.search_memory(
+            scope_id=args.scope, query=args.query, limit=args.limit
+        )
+    lines = [f"{hit.score:.3f}  {hit.citation.entry_id}  {hit.text}" for hit in result.hits] or [
+        "no matching entries"
+    ]
+    emit(result, as_json=args.json, human="\n".join(lines))
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    fields: dict[str, Any] = {
+        "scope_id": args.scope,
+        "limit": args.limit,
+        "include_inactive": args.include_inactive,
+    }
+    if args.cursor:
+        fields["cursor"] = args.cursor
+    with _client(args) as client:
+        result = client.list_memory_entries(**fields)
+    lines = [_describe(entry) for entry in result.entries] or ["no entries"]
+    if result.next_cursor:
+        lines.append(f"more: --cursor {result.next_cursor}")
+    emit(result, as_json=args.json, human="\n".join(lines))
+    return 0
+
+
+def _get(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        entry = client.get_memory_entry(scope_id=args.scope, citation=_citation(args))
+    emit(entry, as_json=args.json, human=_describe(entry))
+    return 0
+
+
+def _revise(args: argparse.Namespace) -> int:
+    fields: dict[str, Any] = {"scope_id": args.scope, "citation": _citation(args)}
+    if args.text is not None:
+        fields["text"] = _text(args.text)
+    for name in ("kind", "tags", "reason"):
+        if getattr(args, name) is not None:
+            fields[name] = getattr(args, name)
+    with _client(args) as client:
+        return _write_result(args, client.revise_memory_entry(**fields))
+
+
+def _retire(args: argparse.Namespace) -> int:
+    fields: dict[str, Any] = {"scope_id": args.scope, "citation": _citation(args)}
+    if args.reason is not None:
+        fields["reason"] = args.reason
+    with _client(args) as client:
+        return _write_result(args, client.retire_memory_entry(**fields))
+
+
+def _tag(args: argparse.Namespace) -> int:
+    citation = _citation(args)
+    with _client(args) as client:
+        entry = client.get_memory_entry(scope_id=args.scope, citation=citation)
+        tags = sorted((set(entry.tags) | set(args.add)) - set(args.remove))
+        result = client.revise_memory_entry(scope_id=args.scope, citation=citation, tags=tags)
+    return _write_result(args, result)
+
+
+def _changes(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        result = client.list_memory_changes(
+            scope_id=args.scope, since_revision=args.since, limit=args.limit
+        )
+    lines = [
+        f"r{c.revision} {c.operation} {c.entry_id} {c.entry_version_id} {c.created_at}"
+        for c in result.changes
+    ] or ["no changes"]
+    emit(result, as_json=args.json, human="\n".join(lines))
+    return 0
+
+

@@ -1,0 +1,59 @@
+"""``powercontext serve``: the daemon (uvicorn, one process)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import uvicorn
+
+from ..composition import Runtime
+from ..http import create_app
+from ..logs import configure_logging
+from ..settings import Settings
+
+_log = logging.getLogger("powercontext.serve")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("serve", help="run the runtime daemon in the foreground")
+    p.add_argument("--host", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 7411)")
+    p.add_argument("--data-dir", dest="home", help="data directory (POWERCONTEXT_HOME)")
+    p.add_argument("--database-url", help="sqlite:///… or mysql+pymysql://… (OceanBase)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = Settings.load(
+        home=args.home, host=args.host, port=args.port, database_url=args.database_url
+    )
+    configure_logging(settings.log_level, settings.log_format)
+    runtime = Runtime.open(settings)
+    try:
+        runtime.ensure_local_token()
+        app = create_app(runtime)
+        config = uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            access_log=False,
+            log_config=None,
+            server_header=False,
+            timeout_graceful_shutdown=10,
+        )
+        server = uvicorn.Server(config)
+        token_note = (
+            f"token file: {settings.token_file}" if settings.auth == "token" else "auth: none"
+        )
+        sys.stdout.write(f"PowerContext runtime: {settings.url}  ({token_note})\n")
+        sys.stdout.flush()
+        _log.info(
+            "runtime_starting",
+            extra={"backend": runtime.backend, "host": settings.host, "port": settings.port},
+        )
+        server.run()
+    finally:
+        runtime.close()
+    return 0

@@ -1,0 +1,72 @@
+"""Fixtures shared by the whole suite.
+
+``runtime`` is parametrised over the storage backends: every contract test that takes it runs
+on SQLite and on a real OceanBase-kernel server (seekdb) started once per test session. Each
+test gets its own fresh database on either backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from powercontext_runtime.composition import Runtime
+from powercontext_runtime.http import create_app
+from powercontext_runtime.settings import Settings
+from tests.support.backends import (  # noqa: F401  (re-exported fixture)
+    BACKENDS,
+    database_url_for,
+    mark_backend_items,
+    oceanbase_server_url,
+)
+from tests.support.daemon import Daemon, start_daemon
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_backend_items(items)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def runtime(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
+    url = database_url_for(backend, request, tmp_path)
+    settings = Settings.load(env={}, home=tmp_path / "home", database_url=url)
+    rt = Runtime.open(settings)
+    try:
+        yield rt
+    finally:
+        rt.close()
+
+
+@pytest.fixture
+def sqlite_runtime(tmp_path: Path) -> Iterator[Runtime]:
+    settings = Settings.load(env={}, home=tmp_path / "home")
+    rt = Runtime.open(settings)
+    try:
+        yield rt
+    finally:
+        rt.close()
+
+
+@pytest.fixture
+def api(sqlite_runtime: Runtime) -> Iterator[TestClient]:
+    """In-process HTTP client with auth on and the local token configured."""
+    sqlite_runtime.ensure_local_token()
+    token = sqlite_runtime.settings.token_file.read_text().strip()
+    with TestClient(create_app(sqlite_runtime)) as client:
+        client.headers["Authorization"] = f"Bearer {token}"
+        yield client
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    """A real ``powercontext serve`` process on a free port with its own data dir."""
+    with start_daemon(tmp_path / "daemon-home") as running:
+        yield running

@@ -1,0 +1,55 @@
+"""Configuration never silently falls back, and unsafe binds refuse to start (spec 01, 03)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from powercontext_runtime.settings import ConfigError, Settings
+
+
+def test_defaults_use_the_data_dir(tmp_path: Path) -> None:
+    settings = Settings.load(env={"POWERCONTEXT_HOME": str(tmp_path)})
+    assert settings.database_url == f"sqlite:///{tmp_path / 'powercontext.db'}"
+    assert settings.token_file == tmp_path / "auth" / "token"
+    assert (settings.host, settings.port, settings.auth) == ("127.0.0.1", 7411, "token")
+    assert settings.url == "http://127.0.0.1:7411"
+
+
+def test_overrides_beat_environment(tmp_path: Path) -> None:
+    env = {"POWERCONTEXT_HOME": str(tmp_path), "POWERCONTEXT_PORT": "9000"}
+    assert Settings.load(env=env, port=9100).port == 9100
+    assert Settings.load(env=env).port == 9000
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"POWERCONTEXT_DATABASE_URL": ""},
+        {"POWERCONTEXT_DATABASE_URL": "postgresql://x/y"},
+        {"POWERCONTEXT_PORT": "seventy"},
+        {"POWERCONTEXT_PORT": "70000"},
+        {"POWERCONTEXT_AUTH": "maybe"},
+        {"POWERCONTEXT_LOG_FORMAT": "xml"},
+        {"POWERCONTEXT_AUTH": "none", "POWERCONTEXT_HOST": "0.0.0.0"},
+        {"POWERCONTEXT_MAX_BODY_BYTES": "10"},
+    ],
+)
+def test_bad_configuration_is_an_error(tmp_path: Path, env: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        Settings.load(env={"POWERCONTEXT_HOME": str(tmp_path), **env})
+
+
+def test_auth_can_be_disabled_on_loopback_only(tmp_path: Path) -> None:
+    for host in ("127.0.0.1", "::1", "localhost"):
+        settings = Settings.load(env={"POWERCONTEXT_HOME": str(tmp_path)}, auth="none", host=host)
+        assert settings.auth == "none"
+    with pytest.raises(ConfigError):
+        Settings.load(env={"POWERCONTEXT_HOME": str(tmp_path)}, auth="none", host="10.1.2.3")
+
+
+def test_in_memory_database_only_when_named(tmp_path: Path) -> None:
+    assert not Settings.load(env={"POWERCONTEXT_HOME": str(tmp_path)}).in_memory
+    named = Settings.load(env={"POWERCONTEXT_HOME": str(tmp_path)}, database_url="sqlite://")
+    assert named.in_memory
