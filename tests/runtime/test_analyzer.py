@@ -17,6 +17,7 @@ from itertools import pairwise
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from powercontext_runtime.search import analyzer
 from powercontext_runtime.search.analyzer import MAX_TERM_LENGTH, document_terms, query_terms
 
@@ -426,6 +427,22 @@ def test_snake_case_identifier_meets_its_whole_form(left: str, right: str) -> No
     doc = document_terms(f"call {identifier}.")
     assert ident(identifier) in doc
     assert set(query_terms(identifier)) <= set(doc)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.characters(categories=["L", "N"]))
+def test_every_letter_or_digit_is_a_word_character(char: str) -> None:
+    # Doubling the character avoids the single-ASCII-character rule; NFC may rewrite a few
+    # compatibility characters, so compare with the normalised form's own analysis.
+    text = unicodedata.normalize("NFC", char * 2)
+    assert len(document_terms(text)) >= 1
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.characters(categories=["M"]))
+def test_combining_marks_inside_a_word_keep_it_whole(mark: str) -> None:
+    text = unicodedata.normalize("NFC", f"ж{mark}ж")  # Cyrillic "ж", no compositions
+    assert document_terms(text) == [x(text.casefold())]
 
 
 # -- speed ---------------------------------------------------------------------------------

@@ -81,7 +81,9 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 def _client(args: argparse.Namespace) -> PowerContextClient:
     if not args.scope:
-        raise SystemExit("powercontext: --scope (or POWERCONTEXT_SCOPE_ID) is required")
+        # A usage error: exit 2 like argparse (spec 01 § Console scripts), not 1.
+        sys.stderr.write("powercontext: --scope (or POWERCONTEXT_SCOPE_ID) is required\n")
+        raise SystemExit(2)
     return PowerContextClient(args.url, token=args.token)
 
 

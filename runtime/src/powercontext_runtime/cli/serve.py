@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 
 import uvicorn
@@ -53,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
             "runtime_starting",
             extra={"backend": runtime.backend, "host": settings.host, "port": settings.port},
         )
+        # uvicorn re-raises a captured SIGTERM after its graceful shutdown; under the default
+        # disposition that kills the process (exit -15) before the pool below is closed. This
+        # handler only asks the server to stop, so SIGTERM ends in a clean exit 0.
+        signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
         server.run()
     finally:
         runtime.close()

@@ -31,17 +31,27 @@ __all__ = [
 ]
 
 
+def _utf8(value: str, what: str) -> bytes:
+    # JSON may carry lone surrogates (``"\\ud800"``) that no database can store; reject them
+    # with a message that does not echo the offending input.
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} must be valid Unicode (no lone surrogates)") from None
+
+
 def _normalise_text(value: str) -> str:
     value = unicodedata.normalize("NFC", value).strip()
     if not value:
         raise ValueError("text must not be blank")
-    if len(value.encode("utf-8")) > limits.MEMORY_TEXT_MAX_BYTES:
+    if len(_utf8(value, "text")) > limits.MEMORY_TEXT_MAX_BYTES:
         raise ValueError(f"text must be at most {limits.MEMORY_TEXT_MAX_BYTES} UTF-8 bytes")
     return value
 
 
 def _normalise_kind(value: str) -> str:
     value = unicodedata.normalize("NFC", value).strip()
+    _utf8(value, "kind")
     if not 1 <= len(value) <= limits.MEMORY_KIND_MAX_CHARS:
         raise ValueError(f"kind must be 1..{limits.MEMORY_KIND_MAX_CHARS} characters")
     return value
@@ -180,7 +190,7 @@ class MemoryChanges(StrictModel):
 
 def _check_metadata(value: dict[str, Any]) -> dict[str, Any]:
     encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    if len(encoded.encode("utf-8")) > limits.SOURCE_METADATA_MAX_BYTES:
+    if len(_utf8(encoded, "metadata")) > limits.SOURCE_METADATA_MAX_BYTES:
         raise ValueError(
             f"metadata must encode to at most {limits.SOURCE_METADATA_MAX_BYTES} bytes of JSON"
         )

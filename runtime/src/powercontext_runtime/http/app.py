@@ -34,7 +34,11 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.openapi = lambda: _openapi_with_security(app)  # type: ignore[method-assign]
     install_error_handlers(app)
     app.include_router(router)
-    known = frozenset(getattr(route, "path", "") for route in app.routes)
+    # FastAPI includes routers lazily, so ``app.routes`` alone does not list the router's
+    # paths; without them every request would be logged as "<unmatched>".
+    known = frozenset(
+        path for route in (*app.routes, *router.routes) if (path := getattr(route, "path", None))
+    )
     app.add_middleware(
         RequestMiddleware,
         authenticator=runtime.authenticator,

@@ -46,6 +46,9 @@ from .schema import memory_entries, memory_heads, memory_revisions, memory_versi
 __all__ = ["MemoryStore", "SearchResult"]
 
 RETRIEVAL_LIMIT = 64
+# Largest value a BIGINT/SQLite INTEGER column holds: a revision beyond it cannot exist, and
+# binding a larger Python int fails in the driver (a 500 instead of an empty answer).
+_MAX_REVISION = 2**63 - 1
 _SOURCE_REFS = TypeAdapter(list[SourceRef])
 _ARTIFACT_REFS = TypeAdapter(list[ArtifactRef])
 _v = memory_versions
@@ -268,7 +271,10 @@ class MemoryStore:
             head = self._head(conn, req.scope_id)
             rows = conn.execute(
                 select(r)
-                .where(r.c.scope_id == req.scope_id, r.c.revision > req.since_revision)
+                .where(
+                    r.c.scope_id == req.scope_id,
+                    r.c.revision > min(req.since_revision, _MAX_REVISION),
+                )
                 .order_by(r.c.revision)
                 .limit(req.limit)
             ).all()
@@ -543,8 +549,11 @@ def _decode_cursor(cursor: str) -> tuple[int, str]:
         padded = cursor + "=" * (-len(cursor) % 4)
         value = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
         revision, entry_id = value
-        if not isinstance(revision, int) or not isinstance(entry_id, str):
+        if type(revision) is not int or not 0 <= revision <= _MAX_REVISION:
             raise ValueError
+        if not isinstance(entry_id, str):
+            raise ValueError
+        entry_id.encode("utf-8")  # a forged lone surrogate cannot be bound as a parameter
         return revision, entry_id
     except (ValueError, TypeError, UnicodeError):
         raise InvalidRequestError("cursor is not one this server issued") from None

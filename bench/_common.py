@@ -1,0 +1,487 @@
+"""Helpers shared by the benchmarks in ``bench/`` (spec 08).
+
+Why a shared module: every benchmark needs the same four things and they must behave the same
+way everywhere, or numbers from different scripts stop being comparable:
+
+* a **seeded workload** (:class:`MemoryTextGenerator`): same seed, same texts, on any machine,
+  so runs can be compared and another implementation can be fed the identical data;
+* a **target** (:func:`open_target`): either any base URL + token (to measure another
+  implementation side by side) or a daemon started here in a temp dir for a local run;
+* **loading and timing** over HTTP with keep-alive clients (:func:`load_memories`,
+  :func:`remember`, :func:`summarize_ms`), because the budgets are end-to-end HTTP figures;
+* **reporting** (:func:`machine_facts`, :func:`markdown_table`, :func:`replace_section`) so each
+  script rewrites only its own section of ``bench/RESULTS.md``.
+
+Benchmarks are run as scripts (``python bench/<name>.py``), so this module is imported as
+``_common`` from the script's own directory. It needs only httpx (a runtime dependency).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import platform
+import random
+import shlex
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS_PATH = BENCH_DIR / "RESULTS.md"
+REMEMBER_PATH = "/v1/memory/remember"
+
+
+class BenchError(RuntimeError):
+    """A benchmark cannot produce trustworthy numbers (failed request, daemon died, ...)."""
+
+
+# -- seeded workload -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    """One memory entry to write: the body of a remember request minus ``scope_id``."""
+
+    kind: str
+    text: str
+    tags: tuple[str, ...] = ()
+
+    def payload(self, scope_id: str) -> dict[str, Any]:
+        body: dict[str, Any] = {"scope_id": scope_id, "kind": self.kind, "text": self.text}
+        if self.tags:
+            body["tags"] = list(self.tags)
+        return body
+
+
+_KINDS = (
+    ("fact", 35),
+    ("convention", 20),
+    ("decision", 15),
+    ("preference", 10),
+    ("constraint", 10),
+    ("working_note", 10),
+)
+_TAGS = (
+    "api", "auth", "build", "ci", "cli", "db", "deploy", "docs", "hooks", "perf", "search",
+    "security", "style", "testing",
+)  # fmt: skip
+_ROOTS = ("src", "lib", "app", "runtime/src", "services", "packages/core", "tests", "scripts")
+_PKGS = (
+    "app", "api", "auth", "billing", "cache", "cli", "config", "db", "http", "jobs", "search",
+    "storage", "sync", "ui", "utils", "worker",
+)  # fmt: skip
+_MODULES = (
+    "client", "handlers", "main", "models", "routes", "schema", "service", "settings", "store",
+    "tasks", "views", "x", "parser", "session", "retry", "queue",
+)  # fmt: skip
+_EXTS = ("py", "py", "py", "ts", "tsx", "go", "rs", "sql", "toml", "yaml")
+_NOUNS = (
+    "user", "order", "session", "token", "invoice", "tenant", "request", "cache", "job",
+    "event", "report", "account", "payload", "index", "batch", "config",
+)  # fmt: skip
+_FIELDS = ("id", "key", "name", "count", "at", "ms", "hash", "status", "url", "limit")
+_VERBS = (
+    "load", "save", "fetch", "parse", "build", "resolve", "sync", "flush", "render", "retry",
+    "validate", "encode",
+)  # fmt: skip
+_LIBS = (
+    "httpx", "requests", "sqlalchemy", "pydantic", "msgspec", "orjson", "pytest", "hypothesis",
+    "uvicorn", "alembic", "click", "typer", "structlog", "tenacity",
+)  # fmt: skip
+_COMPONENTS = (
+    "the API gateway", "the billing worker", "the search indexer", "the CLI", "the sync job",
+    "the auth middleware", "the migration runner", "the web client", "the cache layer",
+    "the report exporter", "the webhook handler", "the rate limiter",
+)  # fmt: skip
+_REASONS = (
+    "it keeps the hot path allocation-free", "the old one leaked connections",
+    "it is already a dependency", "it handles retries for us", "startup time matters here",
+    "the team already knows it", "it has typed errors", "benchmarks showed it 3x faster",
+)  # fmt: skip
+_STYLES = (
+    "early returns over nested ifs", "dataclasses over dicts", "small pure functions",
+    "explicit type hints on public functions", "f-strings for logging context",
+    "table-driven tests", "one assertion per behaviour", "absolute imports",
+)  # fmt: skip
+_PEOPLE = ("Alice", "Bo", "Chen Wei", "Dana", "the reviewer", "the maintainer", "Li Na", "Omar")
+_CN_COMPONENTS = ("网关服务", "计费模块", "搜索索引", "同步任务", "认证中间件", "缓存层", "前端")
+_CN_RULES = (
+    "提交前必须运行全部单元测试",
+    "数据库迁移只能向前，不允许回滚脚本",
+    "日志里不要打印用户的手机号",
+    "新接口一律返回统一的错误信封",
+    "配置项统一放在环境变量里",
+    "代码评审至少需要一位同事批准",
+    "接口超时时间默认设为三秒",
+)
+_CN_REASONS = ("否则线上会出现重复扣费", "因为旧版本有内存泄漏", "这样排查问题更快", "客户要求")
+
+_TEMPLATES_EN = (
+    "Run `{cmd}` before pushing; CI fails on {path} otherwise.",
+    "{component} reads `{env}` at startup; the default is {n}.",
+    "{person} prefers {style} in {path}.",
+    "Decision: use {lib} for {noun} handling instead of {lib2} because {reason}.",
+    "`{func}` in {path} returns None when `{ident}` is missing; callers must check it.",
+    "Never log `{ident}` values from {component}; they can contain customer data.",
+    "Tests for {path} live in {test_path}; use the `{fixture}` fixture, not a real server.",
+    "The {noun}s table is keyed by ({ident}, {ident2}); {ident2} is unique per {noun2}.",
+    "{component} retries `{func}` {n_small} times with backoff; do not add retries on top.",
+    "Bug #{n}: `{func}` double-counts `{ident}` when {noun} is empty; fixed in {path}.",
+    "Keep `{ident}` in sync between {path} and {path2}.",
+    "The {noun} cache TTL is {n_small} minutes; raise it only with a load test.",
+)
+_TEMPLATES_CN = (
+    "{cn_component}的配置在 {path}，修改后要重启服务。",
+    "团队约定：{cn_rule}，{cn_reason}。",
+    "不要在 {path} 里直接调用 `{func}`，要通过{cn_component}。",
+    "`{ident}` 字段表示{cn_component}里的编号，第 {n} 号问题就是它引起的。",
+    "{person} 说 {lib} 比 {lib2} 更适合{cn_component}，{cn_reason}。",
+)
+
+
+class MemoryTextGenerator:
+    """Realistic, distinct short memory entries from a seeded RNG.
+
+    Texts mix English (~75 %), Chinese (~25 %, often with identifiers inside) and identifiers
+    such as ``src/app/x.py`` or ``user_id``, at 40-250 characters, like what coding agents store.
+    Distinctness is guaranteed (a duplicate is a no-op write in the runtime, so it would
+    silently shrink N); the sequence depends only on the seed and on the call order.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self._rng = random.Random(seed)
+        self._seen: set[str] = set()
+        self._kinds = [k for k, _ in _KINDS]
+        self._kind_weights = [w for _, w in _KINDS]
+
+    def take(self, count: int) -> list[MemoryItem]:
+        return [self.next() for _ in range(count)]
+
+    def next(self) -> MemoryItem:
+        rng = self._rng
+        while True:
+            text = self._sentence()
+            if rng.random() < 0.2:  # some entries carry two facts
+                text = f"{text} {self._sentence()}"
+            if text not in self._seen:
+                self._seen.add(text)
+                break
+        kind = rng.choices(self._kinds, self._kind_weights)[0]
+        tags = tuple(sorted(rng.sample(_TAGS, rng.choice((0, 0, 1, 1, 2)))))
+        return MemoryItem(kind=kind, text=text, tags=tags)
+
+    def _sentence(self) -> str:
+        rng = self._rng
+        templates = _TEMPLATES_CN if rng.random() < 0.25 else _TEMPLATES_EN
+        fields = {
+            "path": self._path(),
+            "path2": self._path(),
+            "test_path": f"tests/{rng.choice(_PKGS)}/test_{rng.choice(_MODULES)}.py",
+            "ident": self._ident(),
+            "ident2": self._ident(),
+            "func": f"{rng.choice(_VERBS)}_{rng.choice(_NOUNS)}",
+            "fixture": f"{rng.choice(_NOUNS)}_{rng.choice(('factory', 'client', 'db'))}",
+            "cmd": rng.choice(("make lint", "make test", "npm run build", "cargo fmt"))
+            + rng.choice(("", f" -k {rng.choice(_NOUNS)}", f" {self._path()}")),
+            "env": f"{rng.choice(_PKGS).upper()}_{rng.choice(_FIELDS).upper()}",
+            "n": rng.randint(2, 9999),
+            "n_small": rng.randint(2, 30),
+            "noun": rng.choice(_NOUNS),
+            "noun2": rng.choice(_NOUNS),
+            "lib": rng.choice(_LIBS),
+            "lib2": rng.choice(_LIBS),
+            "component": rng.choice(_COMPONENTS),
+            "reason": rng.choice(_REASONS),
+            "style": rng.choice(_STYLES),
+            "person": rng.choice(_PEOPLE),
+            "cn_component": rng.choice(_CN_COMPONENTS),
+            "cn_rule": rng.choice(_CN_RULES),
+            "cn_reason": rng.choice(_CN_REASONS),
+        }
+        sentence = rng.choice(templates).format(**fields)
+        return sentence[0].upper() + sentence[1:]
+
+    def _path(self) -> str:
+        rng = self._rng
+        return (
+            f"{rng.choice(_ROOTS)}/{rng.choice(_PKGS)}/{rng.choice(_MODULES)}.{rng.choice(_EXTS)}"
+        )
+
+    def _ident(self) -> str:
+        rng = self._rng
+        if rng.random() < 0.15:  # camelCase, as in TS/Java code
+            return f"{rng.choice(_NOUNS)}{rng.choice(_FIELDS).capitalize()}"
+        return f"{rng.choice(_NOUNS)}_{rng.choice(_FIELDS)}"
+
+
+# -- statistics --------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Linear-interpolated percentile (the common "type 7" definition, like numpy's default).
+
+    Written out rather than imported so the bench needs no numpy and the definition is explicit.
+    """
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 <= pct <= 100:
+        raise ValueError("pct must be within 0..100")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * pct / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def summarize_ms(seconds: Sequence[float]) -> dict[str, float]:
+    """p50/p95/p99/mean/min/max in milliseconds, rounded to µs, from durations in seconds."""
+    ms = [s * 1000 for s in seconds]
+    stats = {
+        "p50": percentile(ms, 50),
+        "p95": percentile(ms, 95),
+        "p99": percentile(ms, 99),
+        "mean": sum(ms) / len(ms),
+        "min": min(ms),
+        "max": max(ms),
+    }
+    return {k: round(v, 3) for k, v in stats.items()}
+
+
+# -- target: any base URL, or a daemon started here --------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where requests go. ``description`` says what was measured, for the report."""
+
+    url: str
+    token: str
+    description: str
+
+    def client(self, timeout: float = 60) -> httpx.Client:
+        """A keep-alive client: connection setup must not be part of any timed request."""
+        return httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=timeout,
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+        )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise BenchError(f"daemon exited early (rc={process.returncode}):\n{tail}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url + "/health/ready", timeout=1).status_code == 200:
+                return
+        time.sleep(0.05)
+    raise BenchError(f"daemon at {url} not ready after {timeout:.0f} s")
+
+
+@contextlib.contextmanager
+def local_daemon(database_url: str | None = None, ready_timeout: float = 60) -> Iterator[Target]:
+    """Run ``powercontext serve`` from this interpreter's environment in a fresh temp dir.
+
+    The bench keeps its own small launcher instead of importing ``tests/support/daemon.py``:
+    benchmarks must run as plain scripts from the venv, without the test package on sys.path.
+    ``POWERCONTEXT_*`` variables are dropped so the caller's config cannot leak into a run.
+    """
+    with tempfile.TemporaryDirectory(prefix="powercontext-bench-") as tmp:
+        home = Path(tmp) / "home"
+        log = Path(tmp) / "daemon-stderr.log"
+        port = _free_port()
+        args = [sys.executable, "-m", "powercontext_runtime.cli.main", "serve",
+                "--port", str(port), "--data-dir", str(home)]  # fmt: skip
+        if database_url:
+            args += ["--database-url", database_url]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("POWERCONTEXT_")}
+        with open(log, "wb") as stderr:
+            process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_ready(url, process, log, ready_timeout)
+            token = (home / "auth" / "token").read_text().strip()
+            backend = "sqlite" if not database_url else database_url.split(":", 1)[0]
+            yield Target(url, token, f"self-started daemon ({backend}, fresh data dir)")
+            if process.poll() is not None:
+                raise BenchError("daemon died during the run:\n" + log.read_text()[-2000:])
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+
+@contextlib.contextmanager
+def open_target(
+    url: str | None, token: str | None, database_url: str | None = None
+) -> Iterator[Target]:
+    """The given base URL (token from ``--token`` or POWERCONTEXT_TOKEN), else a local daemon."""
+    if url:
+        if database_url:
+            raise BenchError("--database-url only applies to a self-started daemon (no --url)")
+        token = token or os.environ.get("POWERCONTEXT_TOKEN")
+        if not token:
+            raise BenchError("--url needs --token or POWERCONTEXT_TOKEN")
+        yield Target(url.rstrip("/"), token, f"external runtime at {url}")
+        return
+    with local_daemon(database_url) as target:
+        yield target if token is None else Target(target.url, token, target.description)
+
+
+# -- writing memories ---------------------------------------------------------------------------
+
+
+def remember(client: httpx.Client, scope_id: str, item: MemoryItem) -> httpx.Response:
+    """One remember call; raises :class:`BenchError` on anything but 200."""
+    response = client.post(REMEMBER_PATH, json=item.payload(scope_id))
+    if response.status_code != 200:
+        raise BenchError(f"remember -> HTTP {response.status_code}: {response.text[:300]}")
+    return response
+
+
+@dataclass(slots=True)
+class LoadStats:
+    entries: int = 0
+    seconds: float = 0.0
+    retries: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def per_second(self) -> float:
+        return self.entries / self.seconds if self.seconds > 0 else 0.0
+
+
+def load_memories(
+    target: Target, scope_id: str, items: Sequence[MemoryItem], *, concurrency: int
+) -> LoadStats:
+    """Write ``items`` with a bounded pool of ``concurrency`` threads, one keep-alive client each.
+
+    Loading over HTTP (not straight into the database) is what makes the bench usable against
+    any implementation. 503 (database busy) is retried a few times because loading is setup,
+    not measurement; any other failure stops all workers and raises.
+    """
+    stats = LoadStats()
+    lock = threading.Lock()
+    failed = threading.Event()
+
+    def write_one(client: httpx.Client, item: MemoryItem) -> None:
+        for attempt in range(5):
+            response = client.post(REMEMBER_PATH, json=item.payload(scope_id))
+            if response.status_code != 503:
+                break
+            with lock:
+                stats.retries += 1
+            time.sleep(0.05 * (attempt + 1))
+        if response.status_code != 200:
+            raise BenchError(f"load remember -> HTTP {response.status_code}: {response.text[:300]}")
+
+    def worker(chunk: Sequence[MemoryItem]) -> None:
+        try:
+            with target.client() as client:
+                for item in chunk:
+                    if failed.is_set():
+                        return
+                    write_one(client, item)
+        except BaseException:
+            failed.set()
+            raise
+
+    chunks = [items[i::concurrency] for i in range(concurrency) if items[i::concurrency]]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        futures = [pool.submit(worker, chunk) for chunk in chunks]
+        for future in futures:
+            exc = future.exception()
+            if exc is not None:
+                stats.errors.append(str(exc))
+    stats.seconds = time.perf_counter() - started
+    if stats.errors:
+        raise BenchError(stats.errors[0])
+    stats.entries = len(items)
+    return stats
+
+
+# -- reporting ----------------------------------------------------------------------------------
+
+
+def machine_facts() -> dict[str, Any]:
+    """Facts that make a number interpretable later (spec 08: machine, date, command)."""
+    cpu_model = platform.processor() or ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "httpx": httpx.__version__,
+    }
+
+
+def command_line() -> str:
+    """The exact invocation, with the script path relative to the repository when possible."""
+    argv = list(sys.argv)
+    with contextlib.suppress(ValueError):
+        argv[0] = str(Path(argv[0]).resolve().relative_to(BENCH_DIR.parent))
+    return shlex.join([Path(sys.executable).name, *argv])
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def replace_section(name: str, body: str, path: Path = RESULTS_PATH) -> None:
+    """Rewrite only the block between this benchmark's markers, keeping everything else.
+
+    Each benchmark owns one marked block, so scripts never clobber each other's numbers or the
+    hand-written analysis around them. A missing block is appended.
+    """
+    start, end = f"<!-- bench:{name}:start -->", f"<!-- bench:{name}:end -->"
+    block = f"{start}\n{body.strip()}\n{end}"
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
+    if start in text and end in text:
+        before, rest = text.split(start, 1)
+        after = rest.split(end, 1)[1]
+        text = before + block + after
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text, encoding="utf-8")
+
+
+def log(message: str) -> None:
+    """Progress goes to stderr so ``--json`` output on stdout stays machine-readable."""
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,290 @@
+"""Benchmark P4: does the cost of ``remember`` stay flat as a scope's memory grows?
+
+Spec 02 requires that write cost not grow with the number of entries, and spec 08 budgets it:
+remember p50 at N = 100k over p50 at N = 1k ≤ 1.5, and p50 ≤ 10 ms. (A previous implementation
+went from 27 ms to 460 ms between 0 and 1,000 entries, which is exactly what this guards against.)
+
+Method, per size N (ascending, one scope, loaded incrementally):
+
+1. load the scope up to N entries over HTTP with a bounded pool of keep-alive clients;
+2. send a few untimed warm-up remembers, then ``--samples`` timed remembers sequentially
+   (concurrency 1, one keep-alive connection), each a new distinct entry;
+3. report p50/p95/p99/mean in ms.
+
+The ratio is taken between sizes of the *same run* because the machines are noisy (spec 08).
+All data comes from a seeded generator, and ``--url``/``--token`` point it at any runtime, so
+another implementation can be measured with identical inputs. Budgets are reported, never
+enforced through the exit code: the exit code says whether the measurement itself worked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from _common import (
+    BenchError,
+    LoadStats,
+    MemoryItem,
+    MemoryTextGenerator,
+    Target,
+    command_line,
+    load_memories,
+    log,
+    machine_facts,
+    markdown_table,
+    open_target,
+    remember,
+    replace_section,
+    summarize_ms,
+)
+
+SECTION = "write-scaling"
+BUDGET_RATIO = 1.5
+BUDGET_P50_MS = 10.0
+BUDGET_SIZES = (1_000, 100_000)
+WARMUP = 5
+DEFAULT_SIZES = "1000,100000"
+DEFAULT_SAMPLES = 200
+SMOKE_SIZES = "50,200"
+SMOKE_SAMPLES = 20
+
+
+@dataclass(slots=True)
+class SizeResult:
+    n: int
+    n_after: int
+    samples: int
+    latency_ms: dict[str, float]
+    load: LoadStats
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "n_after": self.n_after,
+            "samples": self.samples,
+            "latency_ms": self.latency_ms,
+            "load": {
+                "entries": self.load.entries,
+                "seconds": round(self.load.seconds, 3),
+                "per_second": round(self.load.per_second, 1),
+                "retries": self.load.retries,
+            },
+        }
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--url", help="runtime base URL (default: start a local daemon and stop it)")
+    p.add_argument(
+        "--token", help="bearer token (default: the started daemon's, or $POWERCONTEXT_TOKEN)"
+    )
+    p.add_argument("--database-url", help="database for the self-started daemon (sqlite/OceanBase)")
+    p.add_argument("--scope-id", help="scope to write into (default: a new unique bench scope)")
+    p.add_argument("--sizes", help=f"comma-separated N values (default {DEFAULT_SIZES})")
+    p.add_argument(
+        "--samples", type=int, help=f"timed remembers per size (default {DEFAULT_SAMPLES})"
+    )
+    p.add_argument("--seed", type=int, default=42, help="workload seed (default 42)")
+    p.add_argument("--loader-concurrency", type=int, default=4, help="loader threads (default 4)")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"tiny run: sizes {SMOKE_SIZES}, {SMOKE_SAMPLES} samples",
+    )
+    p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+    p.add_argument(
+        "--write-results", action="store_true", help="rewrite this section of bench/RESULTS.md"
+    )
+    args = p.parse_args(argv)
+
+    sizes_text = args.sizes or (SMOKE_SIZES if args.smoke else DEFAULT_SIZES)
+    try:
+        args.sizes = sorted({int(s) for s in sizes_text.split(",") if s.strip()})
+    except ValueError:
+        p.error("--sizes must be comma-separated integers")
+    if args.samples is None:
+        args.samples = SMOKE_SAMPLES if args.smoke else DEFAULT_SAMPLES
+    if len(args.sizes) < 2 or args.sizes[0] < 1:
+        p.error("--sizes needs at least two positive sizes")
+    if args.samples < 1 or args.loader_concurrency < 1:
+        p.error("--samples and --loader-concurrency must be positive")
+    # Each size's timed writes add entries, so the next size must lie beyond them.
+    step = WARMUP + args.samples
+    for smaller, larger in zip(args.sizes, args.sizes[1:], strict=False):
+        if larger < smaller + step:
+            p.error(f"sizes must be at least warm-up + samples ({step}) apart")
+    if args.smoke and args.write_results:
+        p.error("--write-results with --smoke would overwrite real numbers with smoke numbers")
+    return args
+
+
+def time_remembers(
+    target: Target, scope_id: str, warmup: list[MemoryItem], timed: list[MemoryItem]
+) -> tuple[list[float], int]:
+    """Sequential remembers on one keep-alive connection; durations and the final revision.
+
+    Only the request/response round trip is inside the timer; decoding the JSON is not.
+    """
+    durations: list[float] = []
+    last = None
+    with target.client() as client:
+        for item in warmup:
+            remember(client, scope_id, item)
+        for item in timed:
+            started = time.perf_counter()
+            last = remember(client, scope_id, item)
+            durations.append(time.perf_counter() - started)
+    revision = int(last.json()["memory"]["revision"]) if last is not None else 0
+    return durations, revision
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    facts = machine_facts()
+    command = command_line()
+    scope_id = args.scope_id or f"bench-write-scaling-s{args.seed}-{time.strftime('%Y%m%dT%H%M%S')}"
+    generator = MemoryTextGenerator(args.seed)
+    results: list[SizeResult] = []
+    with open_target(args.url, args.token, args.database_url) as target:
+        log(f"write_scaling: {target.description}, scope {scope_id}, sizes {args.sizes}")
+        loaded = 0
+        for n in args.sizes:
+            items = generator.take(n - loaded)
+            stats = load_memories(target, scope_id, items, concurrency=args.loader_concurrency)
+            loaded += len(items)
+            log(f"  loaded {len(items)} entries in {stats.seconds:.1f} s "
+                f"({stats.per_second:.0f}/s, {stats.retries} busy retries); N = {n}")  # fmt: skip
+            warmup, timed = generator.take(WARMUP), generator.take(args.samples)
+            durations, revision = time_remembers(target, scope_id, warmup, timed)
+            loaded += WARMUP + args.samples
+            if revision != loaded:
+                # Revisions count writes to the scope: a mismatch means it was not empty.
+                raise BenchError(
+                    f"scope {scope_id!r} is at revision {revision}, expected {loaded}: "
+                    "use a fresh --scope-id so N is what the report says"
+                )
+            result = SizeResult(n, loaded, len(durations), summarize_ms(durations), stats)
+            results.append(result)
+            lat = result.latency_ms
+            log(f"  N={n}: p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms, "
+                f"p99 {lat['p99']:.2f} ms, mean {lat['mean']:.2f} ms")  # fmt: skip
+        description = target.description
+
+    smallest, largest = results[0], results[-1]
+    ratio = largest.latency_ms["p50"] / smallest.latency_ms["p50"]
+    worst_p50 = max(r.latency_ms["p50"] for r in results)
+    return {
+        "benchmark": "write_scaling",
+        "machine": facts,
+        "command": command,
+        "target": description,
+        "config": {
+            "scope_id": scope_id,
+            "seed": args.seed,
+            "sizes": args.sizes,
+            "samples": args.samples,
+            "warmup": WARMUP,
+            "loader_concurrency": args.loader_concurrency,
+            "smoke": args.smoke,
+        },
+        "sizes": [r.as_json() for r in results],
+        "ratio_p50": round(ratio, 3),
+        "budgets": {
+            "applicable": tuple(args.sizes) == BUDGET_SIZES,
+            "ratio_max": BUDGET_RATIO,
+            "p50_max_ms": BUDGET_P50_MS,
+            "ratio_ok": ratio <= BUDGET_RATIO,
+            "p50_ok": worst_p50 <= BUDGET_P50_MS,
+        },
+    }
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """The RESULTS.md section (also the human-readable stdout summary)."""
+    m, cfg, budgets = report["machine"], report["config"], report["budgets"]
+    sizes = report["sizes"]
+    small, large = sizes[0], sizes[-1]
+    budget_rows: list[list[object]] = [[
+        f"remember p50 ratio, N={large['n']:,} / N={small['n']:,}",
+        f"≤ {budgets['ratio_max']}",
+        f"{report['ratio_p50']:.2f}",
+        _verdict(budgets["ratio_ok"]),
+    ]]  # fmt: skip
+    for size in sizes:
+        p50 = size["latency_ms"]["p50"]
+        budget_rows.append([f"remember p50 at N={size['n']:,}", f"≤ {budgets['p50_max_ms']:g} ms",
+                            f"{p50:.2f} ms", _verdict(p50 <= budgets["p50_max_ms"])])  # fmt: skip
+    size_rows = [
+        [
+            f"{s['n']:,}",
+            s["samples"],
+            *(f"{s['latency_ms'][k]:.2f}" for k in ("p50", "p95", "p99", "mean")),
+            f"{s['load']['entries']:,} in {s['load']['seconds']:.1f} s "
+            f"= {s['load']['per_second']:,.0f}/s",
+        ]
+        for s in sizes
+    ]
+    lines = [
+        "## Remember write scaling (P4)",
+        "",
+        "Generated by `bench/write_scaling.py --write-results`; edit outside the markers only.",
+        "",
+        f"- Date: {m['date']}",
+        f"- Machine: {m['cpu_count']} CPUs ({m['cpu_model']}), {m['platform']}, "
+        f"Python {m['python']}, SQLite {m['sqlite']}",
+        f"- Target: {report['target']}",
+        f"- Command: `{report['command']}`",
+        f"- Workload: seed {cfg['seed']}, one scope, loaded over HTTP by "
+        f"{cfg['loader_concurrency']} concurrent keep-alive clients; per size {cfg['warmup']} "
+        f"warm-up + {cfg['samples']} timed sequential remembers (concurrency 1, keep-alive), "
+        "each a new distinct entry",
+        "",
+    ]
+    if not budgets["applicable"]:
+        lines += ["Budgets are defined for N = 1,000 vs 100,000; these sizes differ.", ""]
+    lines += [
+        markdown_table(["budget (spec 08 P4)", "target", "measured", "verdict"], budget_rows),
+        "",
+        markdown_table(
+            [
+                "N before timing",
+                "samples",
+                "p50 ms",
+                "p95 ms",
+                "p99 ms",
+                "mean ms",
+                "load up to N (HTTP)",
+            ],
+            size_rows,
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        report = run(args)
+    except BenchError as exc:
+        log(f"write_scaling failed: {exc}")
+        return 1
+    if args.write_results:
+        replace_section(SECTION, render_markdown(report))
+        log("  bench/RESULTS.md updated")
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print(render_markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Small shared helpers for the end-to-end tests (real daemon, real CLI processes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import httpx
+
+from tests.support.daemon import Daemon
+
+REMEMBER = "/v1/memory/remember"
+SEARCH = "/v1/memory/search"
+GET = "/v1/memory/entries/get"
+LIST = "/v1/memory/entries/list"
+REVISE = "/v1/memory/entries/revise"
+RETIRE = "/v1/memory/entries/retire"
+CHANGES = "/v1/memory/changes"
+SOURCES = "/v1/sources/content"
+
+POST_PATHS = (REMEMBER, SEARCH, GET, LIST, REVISE, RETIRE, CHANGES, SOURCES)
+
+
+def new_scope(label: str) -> str:
+    """A scope id no other test uses (tests share one daemon per module)."""
+    return f"e2e:{label}/{uuid.uuid4().hex[:12]}"
+
+
+def memory_ref(revision: int) -> dict[str, Any]:
+    return {"family": "memory", "artifact_id": "memory", "revision": revision}
+
+
+def citation(revision: int, entry_id: str, version_id: str) -> dict[str, Any]:
+    return {"memory_ref": memory_ref(revision), "entry_id": entry_id, "entry_version_id": version_id}
+
+
+def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
+    """A schema-valid body for every POST operation (the citation need not exist)."""
+    cited = citation(1, "mem_ent_doesnotexist", "mem_ver_doesnotexist")
+    return {
+        REMEMBER: {"scope_id": scope_id, "kind": "fact", "text": "a valid text"},
+        SEARCH: {"scope_id": scope_id, "query": "valid query"},
+        GET: {"scope_id": scope_id, "citation": cited},
+        LIST: {"scope_id": scope_id},
+        REVISE: {"scope_id": scope_id, "citation": cited, "text": "new text"},
+        RETIRE: {"scope_id": scope_id, "citation": cited},
+        CHANGES: {"scope_id": scope_id},
+        SOURCES: {"scope_id": scope_id, "source_id": "src-1", "content": "captured"},
+    }
+
+
+def assert_envelope(response: httpx.Response, status: int, code: str | None = None) -> dict:
+    """The response is the spec's error envelope with this status (and code); returns it."""
+    assert response.status_code == status, (response.status_code, response.text[:500])
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert set(error) == {"code", "message", "details"}, error
+    assert isinstance(error["code"], str) and error["code"]
+    assert isinstance(error["message"], str) and error["message"]
+    assert error["details"] is None or isinstance(error["details"], dict)
+    if code is not None:
+        assert error["code"] == code, error
+    return error
+
+
+def remember(client: httpx.Client, scope_id: str, text: str, **fields: Any) -> dict[str, Any]:
+    body = {"scope_id": scope_id, "kind": fields.pop("kind", "fact"), "text": text, **fields}
+    response = client.post(REMEMBER, json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def list_all(client: httpx.Client, scope_id: str, **fields: Any) -> list[dict[str, Any]]:
+    """Every entry of the head, following ``next_cursor`` (bounded by a page budget)."""
+    entries: list[dict[str, Any]] = []
+    body: dict[str, Any] = {"scope_id": scope_id, "limit": 100, **fields}
+    for _ in range(1000):
+        response = client.post(LIST, json=body)
+        assert response.status_code == 200, response.text
+        page = response.json()
+        entries.extend(page["entries"])
+        if page["next_cursor"] is None:
+            return entries
+        body["cursor"] = page["next_cursor"]
+    raise AssertionError("list never ended")
+
+
+def run_cli(
+    daemon: Daemon,
+    *args: str,
+    stdin: str | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run the real ``powercontext`` command against ``daemon``."""
+    env = daemon.env()
+    env.update(extra_env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "powercontext_runtime.cli.main", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def cli_json(daemon: Daemon, *args: str, stdin: str | None = None) -> Any:
+    """Run a CLI command with ``--json``; it must succeed; returns the parsed document."""
+    done = run_cli(daemon, *args, "--json", stdin=stdin)
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    return json.loads(done.stdout)
+
+
+def create_token(daemon: Daemon, name: str, *scopes: str) -> str:
+    """A new API token through ``powercontext token create`` (works on the database directly)."""
+    args = ["token", "create", "--name", name]
+    for scope in scopes:
+        args += ["--scope", scope]
+    created = cli_json(daemon, *args)
+    assert created["name"] == name and created["scopes"] == list(scopes)
+    return str(created["token"])
