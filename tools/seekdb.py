@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -100,6 +101,17 @@ def _free_ports(count: int) -> list[int]:
         return ports
 
 
+def _port_is_free(port: int) -> bool:
+    """True if nothing listens on ``port`` (SO_REUSEADDR ignores TIME_WAIT leftovers)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("", port))
+        except OSError:
+            return False
+        return True
+
+
 def _tail(path: Path, lines: int) -> list[str]:
     try:
         with path.open("r", encoding="utf-8", errors="replace") as handle:
@@ -147,8 +159,12 @@ class SeekdbServer:
     stop unless ``keep_dir`` is true.  A directory given by the caller is never removed; if it
     already holds a seekdb instance, that instance's data is reused (restart).
 
-    ``port``: the MySQL-protocol port; ``None`` picks a free one (and retries with new ports if
-    another process takes it first).
+    ``port``: the MySQL-protocol port; ``None`` picks a free one (and, in a temporary
+    directory, retries with new ports if another process takes it first).
+
+    ``parameters``: extra ``--parameter KEY=VALUE`` server parameters, e.g.
+    ``{"_lcl_op_interval": "30ms"}`` to turn on deadlock detection (seekdb's default, 5s,
+    detected no deadlock within 60 s here, so both sides wait for their lock timeout).
 
     ``die_with_parent``: on Linux the server gets SIGTERM when the *thread* that started it
     exits, so an interrupted test run cannot leak a server.  Start the server from a thread that
@@ -166,6 +182,7 @@ class SeekdbServer:
         log_disk_size: str = "2G",
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+        parameters: Mapping[str, str] | None = None,
         binary: str | os.PathLike[str] | None = None,
         die_with_parent: bool = True,
     ) -> None:
@@ -179,6 +196,7 @@ class SeekdbServer:
         self.ready_timeout = ready_timeout
         self.stop_timeout = stop_timeout
         self.die_with_parent = die_with_parent
+        self.parameters = dict(parameters or {})
         self._binary = Path(binary) if binary is not None else None
         self._given_dir = Path(base_dir) if base_dir is not None else None
         self.base_dir: Path | None = None
@@ -229,7 +247,10 @@ class SeekdbServer:
         binary = self._binary or find_seekdb_binary()
         began = time.monotonic()
         deadline = began + self.ready_timeout
-        attempts = 1 if self.requested_port is not None else _PORT_RETRIES
+        # Retry with new ports only in a fresh temporary directory: a half-bootstrapped
+        # base dir cannot be started again.
+        retry = self.requested_port is None and self._given_dir is None
+        attempts = _PORT_RETRIES if retry else 1
         try:
             for attempt in range(1, attempts + 1):
                 self._prepare_dir()
@@ -307,6 +328,8 @@ class SeekdbServer:
             "--parameter",
             f"rpc_port={self.rpc_port}",
         ]
+        for key, value in self.parameters.items():
+            command += ["--parameter", f"{key}={value}"]
         env = dict(os.environ, TELEMETRY_ENABLED="false")
         self._stdout = (base_dir / _STDOUT_LOG).open("ab")
         self.process = subprocess.Popen(
@@ -334,6 +357,17 @@ class SeekdbServer:
             autocommit=True,
         )
 
+    def _served_socket(self, timeout: float) -> str:
+        """The unix socket path of whichever server answers on our port."""
+        connection = self._connect(timeout)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT @@socket")
+                row = cursor.fetchone()
+        finally:
+            connection.close()
+        return str(row[0] or "") if row else ""
+
     def _wait_ready(self, deadline: float) -> None:
         """Poll a real MySQL-protocol connection until it reaches *this* instance."""
         import pymysql
@@ -341,29 +375,30 @@ class SeekdbServer:
         assert self.process is not None
         own_socket = os.path.realpath(self._dir() / "run" / "sql.sock")
         last_error: Exception | None = None
+        foreign = False  # another server answered on our port
         while True:
             code = self.process.poll()
             if code is not None:
-                if _NET_FRAME_FAILURE in "\n".join(_error_lines(self.log_path, 20)):
+                # The log does not always hold the bind failure (it is written asynchronously),
+                # so a port that is still taken after our exit counts as a collision too.
+                log_says = _NET_FRAME_FAILURE in "\n".join(_error_lines(self.log_path, 50))
+                if log_says or foreign or not _port_is_free(self.port):
                     raise _PortTaken()
-                raise SeekdbError(self._exit_message(f"seekdb exited during start-up (status {code})"))
+                raise SeekdbError(
+                    self._exit_message(f"seekdb exited during start-up (status {code})")
+                )
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             try:
-                connection = self._connect(min(5.0, remaining))
+                served_socket = self._served_socket(min(5.0, remaining))
             except pymysql.err.MySQLError as error:
                 last_error = error
             else:
-                try:
-                    with connection.cursor() as cursor:
-                        cursor.execute("SELECT @@socket")
-                        (served_socket,) = cursor.fetchone()
-                finally:
-                    connection.close()
-                if os.path.realpath(str(served_socket or "")) == own_socket:
+                if os.path.realpath(served_socket) == own_socket:
                     return
                 # Another server answers on this port; ours will fail to bind and exit.
+                foreign = True
                 last_error = SeekdbError(f"port {self.port} is served by another instance")
             time.sleep(_POLL_INTERVAL)
         raise SeekdbError(
@@ -440,22 +475,37 @@ def _raise_stop(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description="Run a throwaway seekdb server; print its SQLAlchemy URL; stop on Ctrl-C/SIGTERM."
+        description="Run a throwaway seekdb server, print its SQLAlchemy URL, stop on Ctrl-C."
     )
     parser.add_argument("--port", type=int, help="MySQL-protocol port (default: a free one)")
     parser.add_argument("--dir", help="base directory to use and keep (default: a temporary one)")
     parser.add_argument("--database", default=DEFAULT_DATABASE, help="database to create")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument(
+        "--parameter",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra seekdb server parameter (repeatable)",
+    )
     parser.add_argument("--ready-timeout", type=float, default=DEFAULT_READY_TIMEOUT)
     args = parser.parse_args(argv)
+    parameters = {}
+    for item in args.parameter:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--parameter expects KEY=VALUE, got {item!r}")
+        parameters[key] = value
 
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    # SIGINT explicitly too: a shell starts background jobs with SIGINT ignored.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_stop)
     server = SeekdbServer(
         args.database,
         port=args.port,
         base_dir=args.dir,
         keep_dir=args.keep,
+        parameters=parameters,
         ready_timeout=args.ready_timeout,
         die_with_parent=True,
     )
@@ -476,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
         code = server.process.wait()
         print(server._exit_message(f"seekdb exited unexpectedly (status {code})"), file=sys.stderr)
         return 1
-    except (KeyboardInterrupt, _Stop):
+    except _Stop:
         return 0
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

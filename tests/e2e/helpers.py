@@ -34,7 +34,11 @@ def memory_ref(revision: int) -> dict[str, Any]:
 
 
 def citation(revision: int, entry_id: str, version_id: str) -> dict[str, Any]:
-    return {"memory_ref": memory_ref(revision), "entry_id": entry_id, "entry_version_id": version_id}
+    return {
+        "memory_ref": memory_ref(revision),
+        "entry_id": entry_id,
+        "entry_version_id": version_id,
+    }
 
 
 def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
@@ -88,6 +92,11 @@ def list_all(client: httpx.Client, scope_id: str, **fields: Any) -> list[dict[st
             return entries
         body["cursor"] = page["next_cursor"]
     raise AssertionError("list never ended")
+
+
+def secret_part(token: str) -> str:
+    """The random part of a ``pc_<token id>_<secret>`` token (the whole string otherwise)."""
+    return token.split("_", 2)[-1]
 
 
 def run_cli(

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "oceanbase"]
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +30,11 @@ def oceanbase_server_url() -> Iterator[str]:
         yield server.url
 
 
+def fresh_database(server_url: str, name: str) -> str:
+    """Create (or recreate) an empty database on the server and return its URL."""
+    return _fresh_database(server_url, name)
+
+
 def _fresh_database(server_url: str, name: str) -> str:
     import pymysql
     from sqlalchemy.engine import make_url
@@ -41,7 +46,7 @@ def _fresh_database(server_url: str, name: str) -> str:
     try:
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-            cur.execute(f"CREATE DATABASE `{name}` DEFAULT CHARSET utf8mb4 COLLATE utf8mb4_bin")
+            cur.execute(f"CREATE DATABASE `{name}`")  # server default collation on purpose
     finally:
         conn.close()
     return url.set(database=name).render_as_string(hide_password=False)

@@ -23,12 +23,17 @@ after casefolding), then casefold per part, light English stemming, and encoding
 Encoding (every term matches ``^[a-z0-9]{2,64}$``; the first letter is the class, so classes
 never collide)::
 
-    w<word>              ASCII word after stemming, literal, body 2..63 chars   wtest, w2026
+    q<word>              ASCII word after stemming, literal, body 2..63 chars   qtest, q2026
     x<hex utf-8>         any other word (accented Latin, Cyrillic, ...)         x636166c3a9
     i<hex utf-8>         whole joined identifier, casefolded, not stemmed       i757365725f6964
     c<hex cp, >=4>       Han unigram                                            c6570
     b<cp:05x><cp:05x>    Han+Han bigram                                         b065700636e
     k<hex cp, >=4>       kana/Hangul unigram; k<cp:05x><cp:05x> bigram with kana/Hangul
+
+Why ``q`` for words: OceanBase's full-text engine silently drops the InnoDB stop words
+(``was``, ``what``, ``when``, ``with``, ``www``, ...) even in the whitespace parser. A word
+prefix of ``w`` would turn ``as``/``hat``/``ith`` into such stop words; no stop word starts with
+``q`` (or ``x``), and the other classes' second character is a hex digit, which no stop word has.
 
 Why the encoding is unambiguous (two different unencoded terms never share an encoded term,
 barring a SHA-1 collision; stemming merges words on purpose, before encoding):
@@ -36,18 +41,18 @@ barring a SHA-1 collision; stemming merges words on purpose, before encoding):
 * Bodies of ``x``/``i``/``c``/``b``/``k`` are lowercase hex (``0-9a-f``) and never contain
   ``h``. A term too long for ``MAX_TERM_LENGTH`` becomes ``<class>h`` + the 40 hex chars of the
   SHA-1 of the unencoded text (``xh...``, ``ih...``): the ``h`` cannot occur in an unhashed body.
-* ``w`` is never hashed. Its body is an arbitrary ``[a-z0-9]`` word, so ``wh<40 hex>`` could be
-  a genuine 41-character word; no marker inside the ``w`` class could be told apart. Instead an
-  ASCII word too long for ``w`` is encoded in the ``x`` class, where its hex form is necessarily
+* ``q`` is never hashed. Its body is an arbitrary ``[a-z0-9]`` word, so ``qh<40 hex>`` could be
+  a genuine 41-character word; no marker inside the ``q`` class could be told apart. Instead an
+  ASCII word too long for ``q`` is encoded in the ``x`` class, where its hex form is necessarily
   hashed (``xh...``). Each word is mapped to exactly one class by a fixed rule, and decoding
-  ``x<hex>`` gives back the word, so ``w`` and ``x`` never denote the same or colliding words.
+  ``x<hex>`` gives back the word, so ``q`` and ``x`` never denote the same or colliding words.
 * Bigrams use fixed-width 5-digit code points (every CJK code point we accept is below
   ``0x40000``): with variable padding ``3007`` + ``24e2d`` and ``30072`` + ``4e2d`` would both
   read ``b300724e2d``. Unigrams hold a single code point, so ``%04x`` is unambiguous; unigram
   bodies (4-5 chars) and bigram bodies (10 chars) differ in length within the ``k`` class.
 
 CamelCase-only identifiers (``HttpClient``, no joiner) emit their whole form as the ordinary
-word term (``whttpclient``), not as an ``i`` term: that is exactly the term a user typing
+word term (``qhttpclient``), not as an ``i`` term: that is exactly the term a user typing
 ``httpclient`` produces, so both spellings meet. ``i`` is kept for joined identifiers, whose
 whole form cannot be typed as one word.
 
@@ -271,7 +276,7 @@ def _word_term(folded: str) -> str | None:
             folded = _stem(folded)
         # Casefolded ASCII letters/digits are exactly [a-z0-9]: the word is its own body.
         if len(folded) < MAX_TERM_LENGTH and folded.isalnum():
-            return "w" + folded
+            return "q" + folded
     return _hex_term("x", folded)
 
 

@@ -4,6 +4,11 @@ The full-text engines only retrieve candidates; every score is computed here fro
 frequencies that both backends store identically, so SQLite and OceanBase admit the same hits
 in the same order.
 
+Retrieval never depends on an engine's own relevance score (OceanBase's lags its statistics and
+varies with the query plan). Instead the plan picks the rarest query terms whose document
+frequencies add up to at most ``CANDIDATE_BUDGET``: the engine then returns *every* document
+containing any of them, an exact set that is the same on every backend.
+
 Why not "match at least a quarter of the query's terms"? Real agent prompts are long and touch
 several topics; such a rule rejects everything for them. Evidence is instead weighed by term
 selectivity (IDF) and the amount required is capped: an entry must carry at least
@@ -22,8 +27,7 @@ __all__ = ["QueryPlan", "Ranked", "plan_query", "rank"]
 
 MAX_QUERY_TERMS = 64  # most selective terms kept from a long prompt
 MAX_RETRIEVAL_TERMS = 32  # terms sent to the engine
-COMMON_FRACTION = 0.05  # a term in more than 5 % of documents is not used for retrieval
-RARE_FLOOR = 20  # ... unless the scope is so small that 5 % is below this many documents
+CANDIDATE_BUDGET = 256  # documents the engine may return (sum of the retrieval terms' df)
 QUERY_SHARE = 0.3
 RARE_TERMS_REQUIRED = 2.0
 _K1 = 1.2
@@ -37,6 +41,7 @@ class QueryPlan:
 
     weights: Mapping[str, float]
     retrieval_terms: tuple[str, ...]
+    candidate_limit: int
     total_weight: float
     required: float
 
@@ -67,15 +72,21 @@ def plan_query(
     scored = scored[:MAX_QUERY_TERMS]
     weights = {t: _idf(doc_count, frequencies.get(t, 0)) for t in scored}
     total = sum(weights.values())
-    common_limit = max(RARE_FLOOR, doc_count * COMMON_FRACTION)
-    retrieval = [t for df, t in present if df <= common_limit and t in weights]
-    if not retrieval:
-        retrieval = [t for _, t in present[:2]]
+    retrieval: list[str] = []
+    budget = CANDIDATE_BUDGET
+    for df, term in present:
+        if retrieval and (df > budget or len(retrieval) == MAX_RETRIEVAL_TERMS):
+            break
+        retrieval.append(term)
+        budget -= df
+    # Only when even the rarest term is in more than CANDIDATE_BUDGET documents is the set
+    # truncated (newest first): such a query is all common words and rarely clears the floor.
     rare_weight = _idf(doc_count, 0)
     required = min(QUERY_SHARE * total, RARE_TERMS_REQUIRED * rare_weight)
     return QueryPlan(
         weights=weights,
-        retrieval_terms=tuple(retrieval[:MAX_RETRIEVAL_TERMS]),
+        retrieval_terms=tuple(retrieval),
+        candidate_limit=CANDIDATE_BUDGET,
         total_weight=total,
         required=required,
     )

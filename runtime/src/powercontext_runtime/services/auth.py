@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import socket
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +52,12 @@ def read_token_file(path: Path) -> str | None:
     return value or None
 
 
+def local_token_name(path: Path) -> str:
+    """One local token per data dir, so runtimes sharing a database never revoke each other's."""
+    digest = hashlib.sha256(str(path.resolve()).encode("utf-8")).hexdigest()[:12]
+    return f"local-{socket.gethostname()[:64]}-{digest}"
+
+
 def ensure_local_token(tokens: TokenStore, path: Path) -> bool:
     """Make sure the local token file holds a valid all-scopes token; True if (re)issued.
 
@@ -60,7 +68,7 @@ def ensure_local_token(tokens: TokenStore, path: Path) -> bool:
     if current is not None and tokens.verify(current) is not None:
         _tighten(path)
         return False
-    secret = tokens.rotate_local()
+    secret = tokens.rotate_local(local_token_name(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
     tmp = path.with_name(path.name + ".tmp")

@@ -2,8 +2,9 @@
 
 Documents arrive already analysed (see :mod:`powercontext_runtime.search.analyzer`): lists of
 ``[a-z0-9]+`` terms, so both engines tokenise them identically and no query text is ever
-spliced into SQL or full-text syntax. The engines only *retrieve* candidates; ranking and the
-relevance floor happen in application code over the document frequencies kept in
+spliced into SQL or full-text syntax. The engines only *retrieve* candidates (every document
+containing any of the given terms, newest first up to a limit); ranking and the relevance
+floor happen in application code over the document frequencies kept in
 ``search_terms``, which is why both backends return the same hits in the same order.
 
 Everything here is derived from the authoritative version tables and can be rebuilt.
@@ -207,7 +208,7 @@ class _SqliteFulltext:
         rows = conn.execute(
             text(
                 f"SELECT rowid, terms FROM {self._table(family)} "
-                f"WHERE {self._table(family)} MATCH :query ORDER BY rank LIMIT :limit"
+                f"WHERE {self._table(family)} MATCH :query ORDER BY rowid DESC LIMIT :limit"
             ),
             {"query": query, "limit": limit},
         ).all()
@@ -290,8 +291,7 @@ class _OceanBaseFulltext:
             text(
                 f"SELECT id, terms FROM {table} "
                 "WHERE scope_id = :scope_id AND MATCH(terms) AGAINST(:q IN NATURAL LANGUAGE MODE) "
-                "ORDER BY MATCH(terms) AGAINST(:q IN NATURAL LANGUAGE MODE) DESC, id "
-                "LIMIT :limit"
+                "ORDER BY id DESC LIMIT :limit"
             ),
             {"scope_id": scope_id, "q": " ".join(checked), "limit": limit},
         ).all()

@@ -45,7 +45,6 @@ from .schema import memory_entries, memory_heads, memory_revisions, memory_versi
 
 __all__ = ["MemoryStore", "SearchResult"]
 
-RETRIEVAL_LIMIT = 64
 # Largest value a BIGINT/SQLite INTEGER column holds: a revision beyond it cannot exist, and
 # binding a larger Python int fails in the driver (a 500 instead of an empty answer).
 _MAX_REVISION = 2**63 - 1
@@ -303,7 +302,7 @@ class MemoryStore:
             if plan is None:
                 return SearchResult(MemoryRef.at(head), [])
             candidates = self._db.fulltext.match(
-                conn, "memory", scope_id, plan.retrieval_terms, RETRIEVAL_LIMIT
+                conn, "memory", scope_id, plan.retrieval_terms, plan.candidate_limit
             )
             ranked = scoring.rank(plan, ((c.rowid, c.terms) for c in candidates))
             if not ranked:

@@ -21,8 +21,6 @@ from .schema import tokens
 
 __all__ = ["TokenInfo", "TokenStore", "scope_matches"]
 
-LOCAL_TOKEN_NAME = "local"
-
 
 @dataclass(frozen=True, slots=True)
 class TokenInfo:
@@ -113,26 +111,26 @@ class TokenStore:
 
         self._db.write(work)
 
-    def rotate_local(self) -> str:
-        """(Re)issue the local all-scopes token used by clients on this machine."""
+    def rotate_local(self, name: str) -> str:
+        """(Re)issue a data dir's local all-scopes token, revoking only its predecessor."""
         token_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
 
         def work(conn: Connection) -> None:
-            existing = self._by_name(conn, LOCAL_TOKEN_NAME)
+            existing = self._by_name(conn, name)
             if existing is not None:
                 conn.execute(
                     update(tokens)
                     .where(tokens.c.token_id == existing.token_id)
                     .values(
-                        name=f"{LOCAL_TOKEN_NAME}-replaced-{existing.token_id}",
+                        name=f"{name}-replaced-{existing.token_id}",
                         revoked_at=now_ms(),
                     )
                 )
             conn.execute(
                 insert(tokens).values(
                     token_id=token_id,
-                    name=LOCAL_TOKEN_NAME,
+                    name=name,
                     secret_hash=_hash(secret),
                     scopes=json.dumps(["*"]),
                     created_at=now_ms(),

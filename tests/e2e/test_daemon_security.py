@@ -1,0 +1,475 @@
+"""Hostile input, authentication, privacy of logs and storage, and graceful shutdown.
+
+Everything runs against real ``powercontext serve`` processes: a malformed request must come
+back as the error envelope from the real ASGI stack (uvicorn + middleware + FastAPI), and the
+real process's stderr log and SQLite file are what the privacy checks read.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import sqlite3
+import stat
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.helpers import (
+    CHANGES,
+    GET,
+    LIST,
+    POST_PATHS,
+    REMEMBER,
+    RETIRE,
+    REVISE,
+    SEARCH,
+    SOURCES,
+    assert_envelope,
+    create_token,
+    memory_ref,
+    new_scope,
+    remember,
+    secret_part,
+    valid_bodies,
+)
+from tests.support.daemon import Daemon, start_daemon
+
+pytestmark = pytest.mark.e2e
+
+MAX_BODY = 1024 * 1024  # the default server limit (spec 03: 1 MiB)
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def http(module_daemon: Daemon) -> Iterator[httpx.Client]:
+    with module_daemon.client() as client:
+        yield client
+
+
+def _post_raw(client: httpx.Client, path: str, raw: bytes) -> httpx.Response:
+    return client.post(path, content=raw, headers=JSON)
+
+
+def _dumps(value: Any) -> bytes:
+    # ensure_ascii keeps lone surrogates as "\udxxx" escapes: valid JSON text, invalid Unicode.
+    return json.dumps(value).encode("ascii")
+
+
+def _log_size(daemon: Daemon) -> int:
+    return len(daemon.log_text())
+
+
+def _no_internal_errors(daemon: Daemon, since: int) -> None:
+    """No request since log offset ``since`` ended in a 500.
+
+    The handler logs ``internal_error`` before it answers, so by the time the client has the
+    response the line is in the log: no waiting needed.
+    """
+    assert '"internal_error"' not in daemon.log_text()[since:], "a request ended in a 500"
+
+
+# -- hostile input --------------------------------------------------------------------------
+
+OVER_LIMIT: dict[str, dict[str, Any]] = {
+    REMEMBER: {"text": "x" * 8193, "kind": "k" * 129, "reason": "r" * 513,
+               "tags": [f"t{i}" for i in range(17)]},
+    SEARCH: {"query": "q" * 8193, "limit": 51},
+    GET: {"citation": {"memory_ref": memory_ref(1), "entry_id": "e" * 129,
+                       "entry_version_id": "v"}},
+    LIST: {"limit": 101, "cursor": "c" * 513},
+    REVISE: {"text": "x" * 8193},
+    RETIRE: {"reason": "r" * 513},
+    CHANGES: {"limit": 1001},
+    SOURCES: {"content": "c" * 200_001, "source_id": "s" * 257,
+              "metadata": {"k": "v" * 17_000}},
+}  # fmt: skip
+
+
+def _bad_variants(path: str, scope: str) -> list[tuple[str, bytes]]:
+    """(label, raw body) pairs, each of which must be rejected with a 4xx envelope."""
+    valid = valid_bodies(scope)[path]
+    variants: list[tuple[str, bytes]] = [
+        ("malformed json", b'{"scope_id": "' + scope.encode() + b'", '),
+        ("not json at all", b"scope_id=abc"),
+        ("empty body", b""),
+        ("json null", b"null"),
+        ("json array", b"[]"),
+        ("array of the valid body", _dumps([valid])),
+        ("json string", b'"scope_id"'),
+        ("invalid utf-8 bytes", b"\xff\xfe\xfd"),
+        ("invalid utf-8 inside a string", b'{"scope_id": "\xc3\x28\xa0\xa1"}'),
+        ("unknown field", _dumps({**valid, "unexpected_field": True})),
+        ("blank scope", _dumps({**valid, "scope_id": "   "})),
+        ("scope with outer whitespace", _dumps({**valid, "scope_id": f" {scope}"})),
+        ("scope with a control character", _dumps({**valid, "scope_id": f"{scope}\u0007"})),
+        ("scope too long", _dumps({**valid, "scope_id": "s" * 257})),
+        ("deeply nested", b'{"scope_id": ' + b"[" * 5000 + b"]" * 5000 + b"}"),
+    ]
+    for key, value in valid.items():
+        missing = {k: v for k, v in valid.items() if k != key}
+        variants.append((f"missing {key}", _dumps(missing)))
+        wrong = 12345 if isinstance(value, str | dict) else "not-a-number"
+        variants.append((f"wrong type for {key}", _dumps({**valid, key: wrong})))
+        variants.append((f"list for {key}", _dumps({**valid, key: [value]})))
+        if isinstance(value, str):
+            variants.append((f"lone surrogate in {key}", _dumps({**valid, key: "ok\ud800"})))
+    for key, value in OVER_LIMIT[path].items():
+        variants.append((f"over the limit: {key}", _dumps({**valid, key: value})))
+    if path == REMEMBER:
+        variants += [
+            ("lone surrogate in kind", _dumps({**valid, "kind": "\udfff"})),
+            ("lone surrogate in tags", _dumps({**valid, "tags": ["\ud800"]})),
+            ("upper-case tag", _dumps({**valid, "tags": ["Bad"]})),
+            ("float revision", _dumps({**valid, "expected_revision": 1.0})),
+            ("bool revision", _dumps({**valid, "expected_revision": True})),
+            ("negative revision", _dumps({**valid, "expected_revision": -1})),
+            ("unknown source name", _dumps({**valid, "source_refs": [{"name": "x",
+                                                                      "source_id": "a"}]})),
+        ]  # fmt: skip
+    if path == REVISE:
+        no_change = {k: v for k, v in valid.items() if k != "text"}
+        variants.append(("revise without a change", _dumps(no_change)))
+        variants.append(("lone surrogate in kind", _dumps({**valid, "kind": "\ud800"})))
+    if path == SOURCES:
+        variants.append(("surrogate in metadata", _dumps({**valid, "metadata": {"k": "\ud800"}})))
+        variants.append(("metadata not an object", _dumps({**valid, "metadata": [1]})))
+    if path == LIST:
+        for forged in ([True, "a"], [2**70, "a"], [1, "\ud800"], [1.5, "a"], {"a": 1}):
+            cursor = _b64(json.dumps(forged))
+            variants.append((f"forged cursor {forged!r}", _dumps({**valid, "cursor": cursor})))
+        variants.append(("non-base64 cursor", _dumps({**valid, "cursor": "%%%"})))
+    return variants
+
+
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode("utf-8", "surrogatepass")).decode().rstrip("=")
+
+
+@pytest.mark.parametrize("path", POST_PATHS)
+def test_bad_input_is_a_4xx_envelope_never_a_500(
+    module_daemon: Daemon, http: httpx.Client, path: str
+) -> None:
+    scope = new_scope("bad-input")
+    log_start = _log_size(module_daemon)
+    # Give the scope real content so that queries reach the database, not an empty short-cut.
+    remember(http, scope, "seed entry so every read touches stored rows")
+    failures = []
+    for label, raw in _bad_variants(path, scope):
+        response = _post_raw(http, path, raw)
+        try:
+            status = response.status_code
+            assert 400 <= status < 500, status
+            error = assert_envelope(response, status)
+            if status == 422:
+                assert error["code"] == "invalid_request"
+            # Validation errors never echo the offending input back.
+            for item in (error["details"] or {}).get("errors", []):
+                assert set(item) == {"loc", "msg", "type"}, item
+            assert "\\ud800" not in response.text and "\\udfff" not in response.text
+        except AssertionError as exc:
+            failures.append(f"{label}: {exc} :: {response.text[:300]}")
+    assert failures == []
+    _no_internal_errors(module_daemon, log_start)
+
+
+@pytest.mark.parametrize("path", POST_PATHS)
+def test_huge_numbers_are_answered_without_a_server_error(
+    module_daemon: Daemon, http: httpx.Client, path: str
+) -> None:
+    scope = new_scope("huge-ints")
+    log_start = _log_size(module_daemon)
+    entry = remember(http, scope, "seed entry for huge numbers")["entry"]
+    body = valid_bodies(scope)[path]
+    if "citation" in body:
+        body["citation"] = dict(entry["citation"], memory_ref=memory_ref(2**70))
+    extra = {
+        REMEMBER: {"expected_revision": 2**70},
+        CHANGES: {"since_revision": 2**70},
+        SOURCES: {"metadata": {"n": 2**70}},
+    }.get(path, {})
+    response = _post_raw(http, path, _dumps({**body, **extra}))
+    assert response.status_code < 500, response.text
+    if response.status_code >= 400:
+        assert_envelope(response, response.status_code)
+    _no_internal_errors(module_daemon, log_start)
+
+
+@pytest.mark.parametrize("path", POST_PATHS)
+def test_bodies_over_the_limit_are_rejected_with_413(module_daemon: Daemon, path: str) -> None:
+    big = b'{"scope_id": "' + b"a" * (2 * MAX_BODY) + b'"}'
+    with module_daemon.client() as client:
+        declared = _post_raw(client, path, big)
+    assert_envelope(declared, 413, "payload_too_large")
+    assert declared.headers["x-request-id"]
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"scope_id": "'
+        for _ in range(24):  # 24 x 64 KiB = 1.5 MiB, no Content-Length
+            yield b"b" * 65536
+        yield b'"}'
+
+    with module_daemon.client() as client:
+        chunked = client.post(path, content=chunks(), headers=JSON)
+    assert chunked.request.headers.get("transfer-encoding") == "chunked"
+    assert "content-length" not in chunked.request.headers
+    assert_envelope(chunked, 413, "payload_too_large")
+
+    # Without a token the size check still answers first: nothing of the body is read.
+    with httpx.Client(base_url=module_daemon.url, timeout=30) as anonymous:
+        assert_envelope(_post_raw(anonymous, path, big), 413, "payload_too_large")
+
+
+def test_a_chunked_body_under_the_limit_is_accepted(http: httpx.Client) -> None:
+    scope = new_scope("chunked-ok")
+    body = _dumps({"scope_id": scope, "kind": "fact", "text": "sent in chunks " + "z" * 5000})
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, len(body), 1000):
+            yield body[start : start + 1000]
+
+    response = http.post(REMEMBER, content=chunks(), headers=JSON)
+    assert response.status_code == 200, response.text
+    assert response.json()["entry"]["text"] == "sent in chunks " + "z" * 5000
+
+
+def test_request_id_is_echoed_when_valid_and_generated_otherwise(http: httpx.Client) -> None:
+    scope = new_scope("request-id")
+    ok_body = {"scope_id": scope}
+    valid_id = f"trace-{uuid.uuid4().hex}:attempt.1"
+    echoed = http.post(LIST, json=ok_body, headers={"X-Request-ID": valid_id})
+    assert echoed.status_code == 200
+    assert echoed.headers["x-request-id"] == valid_id
+    # Errors carry it too.
+    invalid_body = http.post(LIST, json={"scope_id": ""}, headers={"X-Request-ID": valid_id})
+    assert invalid_body.status_code == 422 and invalid_body.headers["x-request-id"] == valid_id
+
+    seen = set()
+    for bad in ("has spaces in it", "x" * 129, "semi;colon", ""):
+        response = http.post(LIST, json=ok_body, headers={"X-Request-ID": bad})
+        generated = response.headers["x-request-id"]
+        assert generated != bad
+        assert re.fullmatch(r"[A-Za-z0-9._:-]{1,128}", generated)
+        seen.add(generated)
+    missing = http.post(LIST, json=ok_body).headers["x-request-id"]
+    seen.add(missing)
+    assert len(seen) == 5, "generated ids are unique per request"
+
+
+# -- authentication -------------------------------------------------------------------------
+
+
+def test_every_operation_requires_a_valid_token(module_daemon: Daemon) -> None:
+    real = module_daemon.token
+    token_id, secret = real.split("_", 2)[1:]
+    wrong_headers = [
+        {},
+        {"Authorization": ""},
+        {"Authorization": "Bearer"},
+        {"Authorization": f"Basic {real}"},
+        {"Authorization": "Bearer not-a-powercontext-token"},
+        {"Authorization": f"Bearer pc_{token_id}_{secret[:-1]}x"},  # right id, wrong secret
+        {"Authorization": f"Bearer pc_000000000000_{secret}"},  # unknown id
+        {"Authorization": f"Bearer {real}extra"},
+    ]
+    scope = new_scope("auth")
+    bodies = valid_bodies(scope)
+    with httpx.Client(base_url=module_daemon.url, timeout=30) as anonymous:
+        for headers in wrong_headers:
+            requests = [("GET", "/v1/capabilities", None)]
+            requests += [("POST", path, _dumps(bodies[path])) for path in POST_PATHS]
+            # Authentication comes before validation: a bad body still gets 401.
+            requests += [("POST", path, b"{not json") for path in POST_PATHS]
+            for method, path, raw in requests:
+                response = anonymous.request(method, path, content=raw, headers={**headers, **JSON})
+                label = (headers, path)
+                assert response.status_code == 401, label
+                assert response.headers.get("www-authenticate") == "Bearer", label
+                assert_envelope(response, 401, "unauthorized")
+                assert response.headers["x-request-id"]
+        # Health stays public even with a bogus token.
+        for path in ("/health/live", "/health/ready"):
+            assert anonymous.get(path).status_code == 200
+            assert anonymous.get(path, headers={"Authorization": "Bearer nope"}).status_code == 200
+    # Nothing was written by any rejected request.
+    with module_daemon.client() as client:
+        assert client.post(CHANGES, json={"scope_id": scope}).json()["changes"] == []
+
+
+def test_a_scoped_token_is_forbidden_elsewhere_for_every_operation(
+    module_daemon: Daemon, http: httpx.Client
+) -> None:
+    base = f"git:e2e-team-{uuid.uuid4().hex[:8]}/"
+    limited = create_token(module_daemon, f"limited-{base[8:-1]}", base + "*")
+    inside, outside = base + "repo", new_scope("foreign")
+    entry = remember(http, outside, "owned by another team")["entry"]
+    with module_daemon.client(limited) as client:
+        for path, body in valid_bodies(outside).items():
+            if "citation" in body:
+                body["citation"] = entry["citation"]  # real citation: 403 must win over 200
+            assert_envelope(client.post(path, json=body), 403, "scope_forbidden")
+        for path, body in valid_bodies(inside).items():
+            response = client.post(path, json=body)
+            assert response.status_code in (200, 202, 404), (path, response.text)
+        assert client.get("/v1/capabilities").status_code == 200
+    # The foreign scope is untouched.
+    listed = http.post(LIST, json={"scope_id": outside}).json()
+    assert [e["text"] for e in listed["entries"]] == ["owned by another team"]
+    assert listed["memory"] == memory_ref(1)
+
+
+def test_token_file_is_private_and_the_database_stores_only_hashes(
+    module_daemon: Daemon,
+) -> None:
+    token_file = module_daemon.home / "auth" / "token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(token_file.parent.stat().st_mode) & 0o077 == 0
+
+    extra = create_token(module_daemon, f"hash-check-{uuid.uuid4().hex[:8]}", "git:x/*")
+    secrets_ = [module_daemon.token, extra]
+    database = module_daemon.home / "powercontext.db"
+    conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    try:
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(tokens)")]
+        rows = conn.execute("SELECT * FROM tokens").fetchall()
+    finally:
+        conn.close()
+    assert len(rows) >= 2 and columns
+    stored = "\n".join(str(value) for row in rows for value in row)
+    for token in secrets_:
+        secret = secret_part(token)
+        assert len(secret) >= 32
+        assert token not in stored and secret not in stored
+    # Nor anywhere else in the database files (main file and write-ahead log).
+    for path in Path(module_daemon.home).glob("powercontext.db*"):
+        raw = path.read_bytes()
+        for token in secrets_:
+            assert secret_part(token).encode() not in raw, path.name
+
+
+# -- privacy --------------------------------------------------------------------------------
+
+
+def test_logs_never_contain_request_content_scopes_or_tokens(tmp_path: Path) -> None:
+    mark = f"SENTINEL-7f3a-{uuid.uuid4().hex[:10]}"
+    low = mark.lower()  # tags must be lower-case
+    with start_daemon(tmp_path / "privacy-home") as daemon:
+        limited = create_token(daemon, "privacy-limited", f"git:acme/{mark}-*")
+        scope = f"git:acme/{mark}-scope"
+        foreign = f"git:other/{mark}-foreign"
+        bogus_token = f"pc_{mark}_{mark}"
+        statuses = []
+
+        def send(client: httpx.Client, path: str, raw: bytes | dict) -> httpx.Response:
+            content = raw if isinstance(raw, bytes) else _dumps(raw)
+            response = client.post(path, content=content, headers=JSON)
+            statuses.append(response.status_code)
+            return response
+
+        with daemon.client(limited) as c:
+            written = send(c, REMEMBER, {
+                "scope_id": scope, "kind": f"{mark}-kind", "text": f"{mark} text body",
+                "tags": [f"{low}-tag"], "reason": f"{mark} reason",
+                "source_refs": [{"name": "content", "source_id": f"{mark}-ref"}],
+            }).json()["entry"]  # fmt: skip
+            send(c, SEARCH, {"scope_id": scope, "query": f"{mark} query"})
+            send(c, LIST, {"scope_id": scope})
+            send(c, GET, {"scope_id": scope, "citation": written["citation"]})
+            revised = send(
+                c,
+                REVISE,
+                {
+                    "scope_id": scope,
+                    "citation": written["citation"],
+                    "text": f"{mark} revised",
+                    "reason": f"{mark} why",
+                },
+            )
+            assert revised.status_code == 200
+            # 409: a stale citation, and a source captured twice with different content.
+            stale = send(
+                c,
+                REVISE,
+                {"scope_id": scope, "citation": written["citation"], "text": f"{mark} stale"},
+            )
+            assert stale.status_code == 409 and mark not in stale.text
+            source = {
+                "scope_id": scope,
+                "source_id": f"{mark}-src",
+                "content": f"{mark} prompt",
+                "metadata": {f"{mark}-key": f"{mark}-value"},
+            }
+            assert send(c, SOURCES, source).status_code == 202
+            conflict = send(c, SOURCES, {**source, "content": f"{mark} other prompt"})
+            assert conflict.status_code == 409 and mark not in conflict.text
+            # 404 with a sentinel in the cited ids.
+            ghost = dict(written["citation"], entry_id=f"{mark}-e", entry_version_id=f"{mark}-v")
+            assert send(c, GET, {"scope_id": scope, "citation": ghost}).status_code == 404
+            # 403: a scope outside the token's grant, carrying content.
+            denied = send(c, REMEMBER, {"scope_id": foreign, "kind": "fact", "text": mark})
+            assert denied.status_code == 403 and mark not in denied.text
+            send(c, SEARCH, {"scope_id": foreign, "query": mark})
+            # 422s: over-long text, bad scope, unknown field, malformed and non-UTF-8 bodies.
+            too_long = send(
+                c, REMEMBER, {"scope_id": scope, "kind": "fact", "text": f"{mark} " * 1000}
+            )
+            assert too_long.status_code == 422 and mark not in too_long.text
+            send(c, REMEMBER, {"scope_id": f" {mark}", "kind": "fact", "text": mark})
+            send(c, SEARCH, {"scope_id": scope, "query": mark, mark: mark})
+            send(c, SOURCES, f'{{"scope_id": "{scope}", "content": "{mark}'.encode())
+            send(c, SEARCH, f'{{"scope_id": "{scope}", "query": "{mark}\xff"}}'.encode("latin-1"))
+            send(c, SOURCES, {"scope_id": scope, "source_id": mark, "content": "x" * 200_001})
+        with daemon.client(bogus_token) as wrong:
+            assert send(wrong, SEARCH, {"scope_id": scope, "query": mark}).status_code == 401
+        # The all-scopes local token, for the last reads and writes.
+        with daemon.client() as c:
+            send(c, CHANGES, {"scope_id": scope})
+            send(c, RETIRE, {"scope_id": scope, "citation": revised.json()["entry"]["citation"],
+                             "reason": f"{mark} retire"})  # fmt: skip
+        local_token = daemon.token
+        # Stopping flushes the access-log lines written after each response went out.
+        assert daemon.stop() == 0
+        log = daemon.log_text()
+
+    assert {200, 202, 401, 403, 404, 409, 422} <= set(statuses)
+    # The log did record these requests (so an empty log cannot pass) ...
+    request_lines = [json.loads(line) for line in log.splitlines() if '"http_request"' in line]
+    assert len(request_lines) >= len(statuses)
+    assert {401, 403, 404, 409, 422} <= {line["status"] for line in request_lines}
+    assert {line["path"] for line in request_lines} >= {REMEMBER, SEARCH, SOURCES}
+    # ... and none of the content, scope ids, ids or tokens.
+    assert "sentinel-7f3a" not in log.lower()
+    for token in (local_token, limited, bogus_token):
+        assert token not in log
+        assert secret_part(token) not in log
+
+
+# -- lifecycle ------------------------------------------------------------------------------
+
+
+def test_sigterm_shuts_down_cleanly_and_data_survives_a_restart(tmp_path: Path) -> None:
+    home = tmp_path / "shutdown-home"
+    scope = new_scope("shutdown")
+    with start_daemon(home) as daemon:
+        token = daemon.token
+        with daemon.client() as client:
+            written = remember(client, scope, "Survives a restart.")["entry"]
+        assert daemon.stop() == 0
+        log = daemon.log_text()
+    assert '"internal_error"' not in log
+
+    with start_daemon(home) as again:
+        assert again.token == token  # the local token is reused, not rotated
+        with again.client() as client:
+            got = client.post(GET, json={"scope_id": scope, "citation": written["citation"]})
+            assert got.status_code == 200 and got.json() == written
+            hits = client.post(SEARCH, json={"scope_id": scope, "query": "survives restart"})
+            assert [h["citation"] for h in hits.json()["hits"]] == [written["citation"]]
+        assert again.stop() == 0
+    assert not os.path.exists(home / "auth" / "token.tmp")
