@@ -156,8 +156,9 @@ _TEMPLATES_CN = (
 class MemoryTextGenerator:
     """Realistic, distinct short memory entries from a seeded RNG.
 
-    Texts mix English (~75 %), Chinese (~25 %, often with identifiers inside) and identifiers
-    such as ``src/app/x.py`` or ``user_id``, at 40-250 characters, like what coding agents store.
+    Texts mix English, Chinese (in about a quarter of them, often around identifiers) and
+    identifiers such as ``src/app/x.py`` or ``user_id``, at about 20-260 characters (median ~90),
+    like what coding agents store.
     Distinctness is guaranteed (a duplicate is a no-op write in the runtime, so it would
     silently shrink N); the sequence depends only on the seed and on the call order.
     """
@@ -186,6 +187,7 @@ class MemoryTextGenerator:
 
     def _sentence(self) -> str:
         rng = self._rng
+        lib, lib2 = rng.sample(_LIBS, 2)
         templates = _TEMPLATES_CN if rng.random() < 0.25 else _TEMPLATES_EN
         fields = {
             "path": self._path(),
@@ -202,8 +204,8 @@ class MemoryTextGenerator:
             "n_small": rng.randint(2, 30),
             "noun": rng.choice(_NOUNS),
             "noun2": rng.choice(_NOUNS),
-            "lib": rng.choice(_LIBS),
-            "lib2": rng.choice(_LIBS),
+            "lib": lib,
+            "lib2": lib2,
             "component": rng.choice(_COMPONENTS),
             "reason": rng.choice(_REASONS),
             "style": rng.choice(_STYLES),
@@ -390,6 +392,9 @@ def load_memories(
     stats = LoadStats()
     lock = threading.Lock()
     failed = threading.Event()
+    done = [0]
+    report_every = max(1000, len(items) // 10)  # long loads take minutes: show they progress
+    started = time.perf_counter()
 
     def write_one(client: httpx.Client, item: MemoryItem) -> None:
         for attempt in range(5):
@@ -409,12 +414,16 @@ def load_memories(
                     if failed.is_set():
                         return
                     write_one(client, item)
+                    with lock:
+                        done[0] += 1
+                        if done[0] % report_every == 0 and done[0] < len(items):
+                            rate = done[0] / (time.perf_counter() - started)
+                            log(f"  ... {done[0]:,}/{len(items):,} loaded ({rate:.0f}/s)")
         except BaseException:
             failed.set()
             raise
 
     chunks = [items[i::concurrency] for i in range(concurrency) if items[i::concurrency]]
-    started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         futures = [pool.submit(worker, chunk) for chunk in chunks]
         for future in futures:

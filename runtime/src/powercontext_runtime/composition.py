@@ -9,8 +9,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from .context.builder import PreparedContextBuilder
 from .search.analyzer import document_terms
 from .services.auth import Authenticator, ensure_local_token
+from .services.context import ContextService
 from .services.memory import MemoryService
 from .settings import Settings
 from .store.database import Database
@@ -28,6 +30,7 @@ class Runtime:
     settings: Settings
     db: Database
     memory: MemoryService
+    context: ContextService
     sources: SourceStore
     tokens: TokenStore
     authenticator: Authenticator
@@ -39,10 +42,12 @@ class Runtime:
             settings.home.mkdir(parents=True, exist_ok=True)
         db = Database(settings.database_url)
         tokens = TokenStore(db)
+        memory = MemoryService(MemoryStore(db, document_terms))
         runtime = cls(
             settings=settings,
             db=db,
-            memory=MemoryService(MemoryStore(db, document_terms)),
+            memory=memory,
+            context=ContextService(memory, PreparedContextBuilder()),
             sources=SourceStore(db),
             tokens=tokens,
             authenticator=Authenticator(tokens),

@@ -18,7 +18,7 @@ import platformdirs
 
 from .contract.limits import MAX_BODY_BYTES_DEFAULT
 
-__all__ = ["ConfigError", "Settings", "is_loopback"]
+__all__ = ["ConfigError", "Settings", "is_loopback", "read_token_file"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7411
@@ -35,6 +35,14 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def read_token_file(path: Path) -> str | None:
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return None
+    return value or None
 
 
 def default_home(env: Mapping[str, str] | None = None) -> Path:

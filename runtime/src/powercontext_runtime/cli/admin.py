@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from ..client import PowerContextClient
-from ..composition import Runtime
+from ..client._common import default_url
 from ..errors import PowerContextError
-from ..services.auth import read_token_file
-from ..settings import Settings
+from ..settings import Settings, read_token_file
 from .output import emit
+
+if TYPE_CHECKING:
+    from ..composition import Runtime
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
@@ -52,6 +55,8 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
 
 
 def _open(args: argparse.Namespace) -> Runtime:
+    from ..composition import Runtime  # the database stack loads only for these verbs
+
     settings = Settings.load(home=args.home, database_url=args.database_url)
     return Runtime.open(settings)
 
@@ -135,7 +140,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
     settings = Settings.load(home=args.home, database_url=args.database_url)
     try:
-        runtime = Runtime.open(settings)
+        runtime = _open(args)
         try:
             runtime.ping()
             consistent = runtime.memory.index_is_consistent()
@@ -152,7 +157,7 @@ def _doctor(args: argparse.Namespace) -> int:
     with PowerContextClient(args.url, token=args.token) as client:
         try:
             ready = client.get_readiness()
-            check("daemon", True, f"ready at {args.url or 'the default URL'} ({ready.database})")
+            check("daemon", True, f"ready at {args.url or default_url()} ({ready.database})")
         except PowerContextError as exc:
             check("daemon", False, f"{exc.message} — start it with `powercontext serve`")
         else:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import PowerContextError
 from ..settings import ConfigError
-from . import admin, memory, serve
+from . import admin, context, memory
 from .output import fail
 
 
@@ -23,10 +23,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"powercontext {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    serve.add_parser(sub)
+    _add_serve_parser(sub)
     memory.add_parser(sub, common)
+    context.add_parser(sub, common)
     admin.add_parsers(sub, common)
     return parser
+
+
+def _add_serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    # The server stack (FastAPI, uvicorn) is imported only by `serve` itself: every other
+    # verb is a short-lived client process and should start fast.
+    p = sub.add_parser("serve", help="run the runtime daemon in the foreground")
+    p.add_argument("--host", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 7411)")
+    p.add_argument("--data-dir", dest="home", help="data directory (POWERCONTEXT_HOME)")
+    p.add_argument("--database-url", help="sqlite:///… or mysql+pymysql://… (OceanBase)")
+    p.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .serve import run
+
+    return run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

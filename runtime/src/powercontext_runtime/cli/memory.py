@@ -7,10 +7,9 @@ import os
 import sys
 from typing import Any
 
-from ..client import PowerContextClient
 from ..contract.common import MemoryCitation, MemoryRef
 from ..contract.memory import MemoryEntry, SearchMemoryResponse
-from .output import emit
+from .output import emit, scoped_client
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
@@ -79,14 +78,6 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.set_defaults(handler=_changes)
 
 
-def _client(args: argparse.Namespace) -> PowerContextClient:
-    if not args.scope:
-        # A usage error: exit 2 like argparse (spec 01 § Console scripts), not 1.
-        sys.stderr.write("powercontext: --scope (or POWERCONTEXT_SCOPE_ID) is required\n")
-        raise SystemExit(2)
-    return PowerContextClient(args.url, token=args.token)
-
-
 def _text(value: str) -> str:
     return sys.stdin.read() if value == "-" else value
 
@@ -116,7 +107,7 @@ def _write_result(args: argparse.Namespace, result: Any) -> int:
 
 
 def _remember(args: argparse.Namespace) -> int:
-    with _client(args) as client:
+    with scoped_client(args) as client:
         fields: dict[str, Any] = {
             "scope_id": args.scope,
             "kind": args.kind,
@@ -131,7 +122,7 @@ def _remember(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    with _client(args) as client:
+    with scoped_client(args) as client:
         result: SearchMemoryResponse = client.search_memory(
             scope_id=args.scope, query=args.query, limit=args.limit
         )
@@ -150,7 +141,7 @@ def _list(args: argparse.Namespace) -> int:
     }
     if args.cursor:
         fields["cursor"] = args.cursor
-    with _client(args) as client:
+    with scoped_client(args) as client:
         result = client.list_memory_entries(**fields)
     lines = [_describe(entry) for entry in result.entries] or ["no entries"]
     if result.next_cursor:
@@ -160,7 +151,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _get(args: argparse.Namespace) -> int:
-    with _client(args) as client:
+    with scoped_client(args) as client:
         entry = client.get_memory_entry(scope_id=args.scope, citation=_citation(args))
     emit(entry, as_json=args.json, human=_describe(entry))
     return 0
@@ -173,7 +164,7 @@ def _revise(args: argparse.Namespace) -> int:
     for name in ("kind", "tags", "reason"):
         if getattr(args, name) is not None:
             fields[name] = getattr(args, name)
-    with _client(args) as client:
+    with scoped_client(args) as client:
         return _write_result(args, client.revise_memory_entry(**fields))
 
 
@@ -181,13 +172,13 @@ def _retire(args: argparse.Namespace) -> int:
     fields: dict[str, Any] = {"scope_id": args.scope, "citation": _citation(args)}
     if args.reason is not None:
         fields["reason"] = args.reason
-    with _client(args) as client:
+    with scoped_client(args) as client:
         return _write_result(args, client.retire_memory_entry(**fields))
 
 
 def _tag(args: argparse.Namespace) -> int:
     citation = _citation(args)
-    with _client(args) as client:
+    with scoped_client(args) as client:
         entry = client.get_memory_entry(scope_id=args.scope, citation=citation)
         tags = sorted((set(entry.tags) | set(args.add)) - set(args.remove))
         result = client.revise_memory_entry(scope_id=args.scope, citation=citation, tags=tags)
@@ -195,7 +186,7 @@ def _tag(args: argparse.Namespace) -> int:
 
 
 def _changes(args: argparse.Namespace) -> int:
-    with _client(args) as client:
+    with scoped_client(args) as client:
         result = client.list_memory_changes(
             scope_id=args.scope, since_revision=args.since, limit=args.limit
         )
@@ -205,5 +196,3 @@ def _changes(args: argparse.Namespace) -> int:
     ] or ["no changes"]
     emit(result, as_json=args.json, human="\n".join(lines))
     return 0
-
-

@@ -1,12 +1,17 @@
-"""How commands print: human text by default, one JSON document with ``--json``."""
+"""Shared CLI plumbing: output (human text, or one JSON document with ``--json``), clients."""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    import argparse
+
+    from ..client import PowerContextClient
 
 
 def emit(value: BaseModel | dict[str, Any] | list[Any], *, as_json: bool, human: str) -> None:
@@ -20,3 +25,13 @@ def emit(value: BaseModel | dict[str, Any] | list[Any], *, as_json: bool, human:
 def fail(message: str) -> int:
     sys.stderr.write(f"powercontext: {message}\n")
     return 1
+
+
+def scoped_client(args: argparse.Namespace) -> PowerContextClient:
+    """A client for a scoped verb; a missing scope is a usage error (exit 2, spec 01)."""
+    from ..client import PowerContextClient
+
+    if not args.scope:
+        sys.stderr.write("powercontext: --scope (or POWERCONTEXT_SCOPE_ID) is required\n")
+        raise SystemExit(2)
+    return PowerContextClient(args.url, token=args.token)

@@ -17,15 +17,6 @@ from ..settings import Settings
 _log = logging.getLogger("powercontext.serve")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("serve", help="run the runtime daemon in the foreground")
-    p.add_argument("--host", help="bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port (default 7411)")
-    p.add_argument("--data-dir", dest="home", help="data directory (POWERCONTEXT_HOME)")
-    p.add_argument("--database-url", help="sqlite:///… or mysql+pymysql://… (OceanBase)")
-    p.set_defaults(handler=run)
-
-
 def run(args: argparse.Namespace) -> int:
     settings = Settings.load(
         home=args.home, host=args.host, port=args.port, database_url=args.database_url

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
+from ..contract.context import PrepareContextRequest, PreparedContextResponse
 from ..contract.memory import (
     CaptureSourceRequest,
     CaptureSourceResponse,
@@ -97,6 +98,13 @@ class AsyncPowerContextClient:
     async def get_capabilities(self) -> Capabilities:
         """Schemas, families and modes this runtime serves."""
         return await self._send("GET", "/v1/capabilities", None, Capabilities)
+
+    async def prepare_context(
+        self, request: PrepareContextRequest | None = None, /, **fields: Any
+    ) -> PreparedContextResponse:
+        """A small, cited, byte-bounded, untrusted pack for one prompt (never stored)."""
+        body = build(PrepareContextRequest, request, fields)
+        return await self._send("POST", "/v1/context/prepare", body, PreparedContextResponse)
 
     async def remember_memory(
         self, request: RememberMemoryRequest | None = None, /, **fields: Any

@@ -14,8 +14,7 @@ from ..errors import (
     UnavailableError,
     error_class_for_status,
 )
-from ..services.auth import read_token_file
-from ..settings import DEFAULT_HOST, DEFAULT_PORT, default_home
+from ..settings import DEFAULT_HOST, DEFAULT_PORT, default_home, read_token_file
 
 M = TypeVar("M", bound=BaseModel)
 

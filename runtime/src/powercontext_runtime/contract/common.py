@@ -16,6 +16,7 @@ __all__ = [
     "MemoryCitation",
     "MemoryRef",
     "ScopeId",
+    "SourceId",
     "SourceRef",
     "StrictModel",
 ]
@@ -31,14 +32,18 @@ def _has_control_character(value: str) -> bool:
     return any(unicodedata.category(ch) == "Cc" for ch in value)
 
 
-def _check_scope_id(value: str) -> str:
-    # Scope ids are opaque and compared byte-for-byte, so they are validated, never normalised.
+def _check_opaque_key(value: str) -> str:
+    """Caller-chosen keys are validated, never normalised: they compare byte-for-byte.
+
+    Surrounding whitespace is refused because MySQL-protocol ``_bin`` collations ignore
+    trailing spaces: ``"a"`` and ``"a "`` would be one key there and two on SQLite.
+    """
     if not value.strip():
-        raise ValueError("scope_id must contain a non-whitespace character")
+        raise ValueError("must contain a non-whitespace character")
     if value != value.strip():
-        raise ValueError("scope_id must not start or end with whitespace")
+        raise ValueError("must not start or end with whitespace")
     if _has_control_character(value):
-        raise ValueError("scope_id must not contain control characters")
+        raise ValueError("must not contain control characters")
     return value
 
 
@@ -54,7 +59,7 @@ def _check_id(value: str) -> str:
 ScopeId = Annotated[
     str,
     Field(min_length=1, max_length=limits.SCOPE_ID_MAX_CHARS),
-    AfterValidator(_check_scope_id),
+    AfterValidator(_check_opaque_key),
 ]
 EntryId = Annotated[
     str, Field(min_length=1, max_length=limits.ID_MAX_CHARS), AfterValidator(_check_id)
@@ -91,11 +96,18 @@ class MemoryCitation(StrictModel):
     entry_version_id: EntryId
 
 
+SourceId = Annotated[
+    str,
+    Field(min_length=1, max_length=limits.SOURCE_ID_MAX_CHARS),
+    AfterValidator(_check_opaque_key),
+]
+
+
 class SourceRef(StrictModel):
     """Evidence pointing at a captured source."""
 
     name: Literal["content"]
-    source_id: Annotated[str, Field(min_length=1, max_length=limits.SOURCE_ID_MAX_CHARS)]
+    source_id: SourceId
 
 
 def dump(model: BaseModel) -> dict[str, Any]:

@@ -9,7 +9,15 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from . import limits
-from .common import ArtifactRef, MemoryCitation, MemoryRef, ScopeId, SourceRef, StrictModel
+from .common import (
+    ArtifactRef,
+    MemoryCitation,
+    MemoryRef,
+    ScopeId,
+    SourceId,
+    SourceRef,
+    StrictModel,
+)
 
 __all__ = [
     "CaptureSourceRequest",
@@ -199,11 +207,7 @@ def _check_metadata(value: dict[str, Any]) -> dict[str, Any]:
 
 class CaptureSourceRequest(StrictModel):
     scope_id: ScopeId
-    source_id: Annotated[
-        str,
-        Field(min_length=1, max_length=limits.SOURCE_ID_MAX_CHARS),
-        AfterValidator(_check_not_blank),
-    ]
+    source_id: SourceId
     content: Annotated[str, Field(min_length=1, max_length=limits.SOURCE_CONTENT_MAX_CHARS)]
     metadata: Annotated[dict[str, Any], AfterValidator(_check_metadata)] | None = None
 

@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from ..composition import Runtime
+from ..contract.context import PrepareContextRequest, PreparedContextResponse
 from ..contract.memory import (
     CaptureSourceRequest,
     CaptureSourceResponse,
@@ -77,9 +78,9 @@ def get_readiness(request: Request) -> Readiness:
     "/v1/capabilities", operation_id="get_capabilities", tags=["system"], responses=_errors(401)
 )
 def get_capabilities() -> Capabilities:
-    # Truthful: only what this build serves. Context and bootstrap packs arrive later.
+    # Truthful: only what this build serves. Bootstrap packs arrive later.
     return Capabilities(
-        context_versions=[],
+        context_versions=["powercontext.prepared-context.v1"],
         bootstrap_versions=[],
         bootstrap_profiles=[],
         artifact_families=["memory"],
@@ -87,6 +88,19 @@ def get_capabilities() -> Capabilities:
         search_modes=["auto", "fts"],
         memory_extraction=False,
     )
+
+
+@router.post(
+    "/v1/context/prepare",
+    operation_id="prepare_context",
+    tags=["context"],
+    responses=_SCOPED,
+    response_model=PreparedContextResponse,
+    response_model_by_alias=True,
+)
+def prepare_context(body: PrepareContextRequest, request: Request) -> dict[str, object]:
+    """A small, cited, byte-bounded, explicitly untrusted pack for one prompt (never stored)."""
+    return _runtime(request, body.scope_id).context.prepare(body).to_wire()
 
 
 @router.post(

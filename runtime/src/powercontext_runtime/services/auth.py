@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ForbiddenError
+from ..settings import read_token_file
 from ..store.tokens import TokenStore, scope_matches
 
-__all__ = ["Authenticator", "Principal", "ensure_local_token", "read_token_file"]
+__all__ = ["Authenticator", "Principal", "ensure_local_token"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +43,6 @@ class Authenticator:
     def principal_for(self, token: str) -> Principal | None:
         info = self._tokens.verify(token)
         return None if info is None else Principal(info.scopes)
-
-
-def read_token_file(path: Path) -> str | None:
-    try:
-        value = path.read_text(encoding="utf-8").strip()
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
-        return None
-    return value or None
 
 
 def local_token_name(path: Path) -> str:

@@ -1,0 +1,1 @@
+"""Context packs: the pure builder that selects, budgets and renders untrusted history."""
