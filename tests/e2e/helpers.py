@@ -20,8 +20,9 @@ REVISE = "/v1/memory/entries/revise"
 RETIRE = "/v1/memory/entries/retire"
 CHANGES = "/v1/memory/changes"
 SOURCES = "/v1/sources/content"
+PREPARE = "/v1/context/prepare"
 
-POST_PATHS = (REMEMBER, SEARCH, GET, LIST, REVISE, RETIRE, CHANGES, SOURCES)
+POST_PATHS = (REMEMBER, SEARCH, GET, LIST, REVISE, RETIRE, CHANGES, SOURCES, PREPARE)
 
 
 def new_scope(label: str) -> str:
@@ -53,6 +54,7 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
         RETIRE: {"scope_id": scope_id, "citation": cited},
         CHANGES: {"scope_id": scope_id},
         SOURCES: {"scope_id": scope_id, "source_id": "src-1", "content": "captured"},
+        PREPARE: {"scope_id": scope_id, "query": "valid query"},
     }
 
 

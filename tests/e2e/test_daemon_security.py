@@ -26,6 +26,7 @@ from tests.e2e.helpers import (
     GET,
     LIST,
     POST_PATHS,
+    PREPARE,
     REMEMBER,
     RETIRE,
     REVISE,
@@ -89,6 +90,7 @@ OVER_LIMIT: dict[str, dict[str, Any]] = {
     CHANGES: {"limit": 1001},
     SOURCES: {"content": "c" * 200_001, "source_id": "s" * 257,
               "metadata": {"k": "v" * 17_000}},
+    PREPARE: {"query": "q" * 8193, "max_bytes": 511, "bootstrap_receipt_id": "r" * 129},
 }  # fmt: skip
 
 
