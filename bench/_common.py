@@ -19,6 +19,7 @@ Benchmarks are run as scripts (``python bench/<name>.py``), so this module is im
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import platform
@@ -273,6 +274,7 @@ class Target:
     url: str
     token: str
     description: str
+    pid: int | None = None  # the daemon's process id when it runs on this machine
 
     def client(self, timeout: float = 60) -> httpx.Client:
         """A keep-alive client: connection setup must not be part of any timed request."""
@@ -327,7 +329,9 @@ def local_daemon(database_url: str | None = None, ready_timeout: float = 60) -> 
             _wait_ready(url, process, log, ready_timeout)
             token = (home / "auth" / "token").read_text().strip()
             backend = "sqlite" if not database_url else database_url.split(":", 1)[0]
-            yield Target(url, token, f"self-started daemon ({backend}, fresh data dir)")
+            yield Target(
+                url, token, f"self-started daemon ({backend}, fresh data dir)", process.pid
+            )
             if process.poll() is not None:
                 raise BenchError("daemon died during the run:\n" + log.read_text()[-2000:])
         finally:
@@ -354,7 +358,7 @@ def open_target(
         yield Target(url.rstrip("/"), token, f"external runtime at {url}")
         return
     with local_daemon(database_url) as target:
-        yield target if token is None else Target(target.url, token, target.description)
+        yield target if token is None else dataclasses.replace(target, token=token)
 
 
 # -- writing memories ---------------------------------------------------------------------------
@@ -489,6 +493,37 @@ def replace_section(name: str, body: str, path: Path = RESULTS_PATH) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     path.write_text(text, encoding="utf-8")
+
+
+def process_memory_kib(pid: int) -> dict[str, int]:
+    """``VmRSS`` (resident now) and ``VmHWM`` (peak resident) of a local process, in KiB.
+
+    Read from ``/proc/<pid>/status`` (Linux); raises :class:`BenchError` when unavailable.
+    """
+    wanted = {"VmRSS": "rss_kib", "VmHWM": "hwm_kib"}
+    found: dict[str, int] = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in wanted:
+                found[wanted[key]] = int(value.split()[0])
+    except (OSError, ValueError, IndexError) as exc:
+        raise BenchError(f"cannot read the memory of process {pid}: {exc}") from exc
+    if len(found) != len(wanted):
+        raise BenchError(f"/proc/{pid}/status has no VmRSS/VmHWM")
+    return found
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time a local process has used so far (``/proc/<pid>/stat``, Linux)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        # Field 2 (comm) may contain spaces; utime/stime are fields 14/15, counted after ")".
+        fields = stat[stat.rindex(")") + 2 :].split()
+        ticks = int(fields[11]) + int(fields[12])
+    except (OSError, ValueError, IndexError) as exc:
+        raise BenchError(f"cannot read the CPU time of process {pid}: {exc}") from exc
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def log(message: str) -> None:

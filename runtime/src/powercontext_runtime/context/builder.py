@@ -160,23 +160,27 @@ class PreparedContextBuilder:
 
 def _fit(candidate: _Candidate, remaining: int) -> str | None:
     """The largest truncation (content ≥ 64 bytes) whose item JSON fits ``remaining`` bytes."""
-    source = candidate.content
-    if candidate.truncated:
-        source = source[: -len(ELLIPSIS)]  # re-truncate the original prefix, not the ellipsis
     if _utf8_len(candidate.content) < MIN_TRUNCATED_BYTES:
         return None
+    original = candidate.content[: -len(ELLIPSIS)] if candidate.truncated else candidate.content
+    # A truncation carries the ellipsis and must still respect the per-item cap.
+    limit = ITEM_CONTENT_MAX_BYTES - _utf8_len(ELLIPSIS)
+    source = original.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
+    # Cutting nothing off the whole stored text is not a truncation: keep at least one char out.
+    longest = len(source) - 1 if source == original and not candidate.truncated else len(source)
     smallest = truncate_utf8(source, MIN_TRUNCATED_BYTES)
     if _utf8_len(smallest) < MIN_TRUNCATED_BYTES:
         # A multi-byte character straddles the 64-byte mark: take the next boundary up.
         smallest = _next_boundary(source, MIN_TRUNCATED_BYTES)
         if smallest is None:
             return None
-    if _utf8_len(_item_json(candidate, smallest, True)) > remaining:
+    low = len(smallest) - len(ELLIPSIS)
+    if low > longest or _utf8_len(_item_json(candidate, smallest, True)) > remaining:
         return None
     # Binary search over character counts: JSON length grows monotonically with the prefix.
-    low = len(smallest) - len(ELLIPSIS)
-    high = len(source) - 1
     best = smallest
+    low += 1
+    high = longest
     while low <= high:
         middle = (low + high) // 2
         attempt = source[:middle] + ELLIPSIS

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["QueryPlan", "Ranked", "plan_query", "rank"]
+__all__ = ["QueryPlan", "Ranked", "plan_query", "rank", "top"]
 
 MAX_QUERY_TERMS = 64  # most selective terms kept from a long prompt
 MAX_RETRIEVAL_TERMS = 32  # terms sent to the engine
@@ -94,20 +94,28 @@ def plan_query(
 
 def rank(plan: QueryPlan, candidates: Iterable[tuple[int, Sequence[str]]]) -> list[Ranked]:
     """Admitted candidates with scores in 0..1, best first (ties keep retrieval order)."""
+    weights = plan.weights
     admitted: list[Ranked] = []
     for rowid, doc_terms in candidates:
-        counts = Counter(doc_terms)
-        length_factor = 1.0 - _B + _B * (len(doc_terms) / _TYPICAL_TERMS)
-        evidence = 0.0
-        weighted = 0.0
-        for term, weight in plan.weights.items():
-            tf = counts.get(term, 0)
-            if tf:
-                evidence += weight
-                weighted += weight * tf / (tf + _K1 * length_factor)
+        matched = Counter(t for t in doc_terms if t in weights)
+        evidence = sum(weights[t] for t in matched)
         if evidence + 1e-9 < plan.required:
             continue
+        length_factor = _K1 * (1.0 - _B + _B * (len(doc_terms) / _TYPICAL_TERMS))
+        weighted = sum(weights[t] * tf / (tf + length_factor) for t, tf in matched.items())
         score = round(min(1.0, weighted / plan.total_weight), 6)
         admitted.append(Ranked(rowid, score))
     admitted.sort(key=lambda r: -r.score)
     return admitted
+
+
+def top(ranked: Sequence[Ranked], limit: int) -> list[Ranked]:
+    """The best ``limit`` hits plus every hit tied with the last one.
+
+    Ties are broken later by entry id, which the ranking does not know; keeping the whole tie
+    group lets the caller fetch only these rows and still order them exactly.
+    """
+    if len(ranked) <= limit:
+        return list(ranked)
+    cutoff = ranked[limit - 1].score
+    return [r for r in ranked if r.score >= cutoff]

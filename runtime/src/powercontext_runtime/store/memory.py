@@ -304,16 +304,26 @@ class MemoryStore:
             candidates = self._db.fulltext.match(
                 conn, "memory", scope_id, plan.retrieval_terms, plan.candidate_limit
             )
-            ranked = scoring.rank(plan, ((c.rowid, c.terms) for c in candidates))
+            ranked = scoring.top(
+                scoring.rank(plan, ((c.rowid, c.terms) for c in candidates)), limit
+            )
             if not ranked:
                 return SearchResult(MemoryRef.at(head), [])
             rows = {
                 row.id: row
                 for row in conn.execute(
-                    select(_v).where(_v.c.id.in_(bindparam("ids", expanding=True))),
+                    select(_v.c.id, _v.c.entry_id, _v.c.entry_version_id, _v.c.text).where(
+                        _v.c.scope_id == scope_id,
+                        _v.c.id.in_(bindparam("ids", expanding=True)),
+                    ),
                     {"ids": [r.rowid for r in ranked]},
                 )
             }
+        # Final order: score, then entry id by byte order (ties at the cut were all kept).
+        ordered = sorted(
+            (r for r in ranked if r.rowid in rows),
+            key=lambda r: (-r.score, rows[r.rowid].entry_id.encode("utf-8")),
+        )[:limit]
         hits = [
             SearchHit(
                 citation=_citation(rows[r.rowid], head),
@@ -321,11 +331,9 @@ class MemoryStore:
                 score=r.score,
                 matched_by="fts",
             )
-            for r in ranked
-            if r.rowid in rows and rows[r.rowid].scope_id == scope_id
+            for r in ordered
         ]
-        hits.sort(key=lambda h: (-h.score, h.citation.entry_id.encode("utf-8")))
-        return SearchResult(MemoryRef.at(head), hits[:limit])
+        return SearchResult(MemoryRef.at(head), hits)
 
     def head(self, scope_id: str) -> int:
         with self._db.read() as conn:
