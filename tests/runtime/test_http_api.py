@@ -51,7 +51,7 @@ def test_openapi_is_served_and_strict(api: TestClient) -> None:
     assert {"remember_memory", "search_memory", "get_memory_entry", "list_memory_entries",
             "revise_memory_entry", "retire_memory_entry", "list_memory_changes",
             "capture_content_source", "get_capabilities", "get_liveness",
-            "get_readiness"} == operation_ids
+            "get_readiness", "prepare_context"} == operation_ids
     for name, schema in document["components"]["schemas"].items():
         if schema.get("type") == "object" and name.endswith("Request"):
             assert schema.get("additionalProperties") is False, name
