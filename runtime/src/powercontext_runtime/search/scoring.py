@@ -29,7 +29,13 @@ MAX_QUERY_TERMS = 64  # most selective terms kept from a long prompt
 MAX_RETRIEVAL_TERMS = 32  # terms sent to the engine
 CANDIDATE_BUDGET = 256  # documents the engine may return (sum of the retrieval terms' df)
 QUERY_SHARE = 0.3
-RARE_TERMS_REQUIRED = 2.0
+# Tuned on bench/data/recall_dev.jsonl (spec 08 Q1; bench/RESULTS.md "Recall quality"). 2.0 let
+# one shared two-character Chinese word (two unigrams + their bigram = three terms) or a few
+# everyday words admit an entry for an unrelated prompt. Higher values cut more of those, but
+# three terms with df 2..5 among 5,000 entries weigh only ~2.35 rare-term equivalents and must
+# still admit (tests/runtime/test_scoring.py), so the floor stays below that.
+RARE_TERMS_REQUIRED = 2.3
+CJK_UNIGRAM_WEIGHT = 0.25
 _K1 = 1.2
 _B = 0.5
 _TYPICAL_TERMS = 32.0  # a typical entry's term count; a fixed constant keeps scores stable
@@ -52,6 +58,19 @@ class Ranked:
     score: float
 
 
+def _class_weight(term: str) -> float:
+    """Single CJK characters count for a quarter of a word.
+
+    A two-character Chinese word yields three terms (two unigrams and the bigram); counted in
+    full, one shared everyday word would weigh like three rare English words and admit
+    unrelated entries. The bigram carries the word; its characters only corroborate it.
+    Unigram terms are ``c`` + 4–5 hex digits (Han) or ``k`` + 4–5 hex digits (kana/Hangul).
+    """
+    if term[0] in "ck" and len(term) <= 6:
+        return CJK_UNIGRAM_WEIGHT
+    return 1.0
+
+
 def _idf(doc_count: int, df: int) -> float:
     # Unlike BM25's classic IDF this never approaches zero for a term in every document, which
     # matters in young scopes with a handful of entries.
@@ -68,9 +87,12 @@ def plan_query(
     # Unseen terms still weigh in the query total: a query mostly about something the scope
     # never mentions must not be satisfied by one incidental common word.
     # Keep the most selective terms the scope has seen first, then unseen ones.
-    scored = sorted(terms, key=lambda t: (t not in frequencies, frequencies.get(t, 0), t))
-    scored = scored[:MAX_QUERY_TERMS]
-    weights = {t: _idf(doc_count, frequencies.get(t, 0)) for t in scored}
+    # Ties keep query order, so the cap never favours one script over another.
+    position = {t: i for i, t in enumerate(terms)}
+    scored = sorted(
+        terms, key=lambda t: (t not in frequencies, frequencies.get(t, 0), position[t])
+    )[:MAX_QUERY_TERMS]
+    weights = {t: _idf(doc_count, frequencies.get(t, 0)) * _class_weight(t) for t in scored}
     total = sum(weights.values())
     retrieval: list[str] = []
     budget = CANDIDATE_BUDGET
