@@ -1,0 +1,30 @@
+"""``python -m powercontext_hook_kit hook <host> <hook>``: run a hook by hand or from a test.
+
+Uses :class:`StandardHostAdapter`, which fits both Codex CLI and Claude Code. Like every hook
+entry point it exits 0 even on a usage error: a misregistered hook must never block a prompt.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .host import StandardHostAdapter
+from .runner import HOOK_NAMES, run_hook_main
+
+_USAGE = f"usage: python -m powercontext_hook_kit hook <host> <{'|'.join(sorted(HOOK_NAMES))}>"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3 or argv[0] != "hook" or argv[2] not in HOOK_NAMES:
+        print(_USAGE, file=sys.stderr)
+        return 0
+    try:
+        adapter = StandardHostAdapter(argv[1])
+    except ValueError:
+        print(_USAGE, file=sys.stderr)
+        return 0
+    return run_hook_main(adapter, argv[2])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

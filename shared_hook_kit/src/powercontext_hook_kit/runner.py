@@ -1,0 +1,193 @@
+"""The hook process contract, shared by every host and every hook.
+
+Read stdin once (bounded in size and time), run the flow, write exactly one compact JSON object
+to stdout or nothing, and return 0 — always. Exit code 2 on ``UserPromptSubmit`` means "block
+and erase the prompt" to both hosts, and any other failure must not cost the user their turn,
+so a top-level guard turns every error (even a bug here) into one diagnostic line instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, BinaryIO, TextIO
+
+import msgspec
+
+from .diagnostics import Diagnostics, Event
+from .flows import user_prompt_submit
+from .host import USER_PROMPT_SUBMIT, HostAdapter, HostInfo
+from .settings import HookSettings, SettingsError, debug_enabled, plugin_data_dir
+from .transport import Deadline
+
+__all__ = [
+    "DEFAULT_DEADLINE_SECONDS",
+    "HOOK_NAMES",
+    "MAX_STDIN_BYTES",
+    "run_hook",
+    "run_hook_main",
+]
+
+MAX_STDIN_BYTES = 4 * 1024 * 1024
+DEFAULT_DEADLINE_SECONDS = 2.0
+_STDIN_CHUNK = 64 * 1024
+
+
+_HookRun = Callable[
+    [HostAdapter, Mapping[str, Any], Mapping[str, str], Diagnostics, float], bytes | None
+]
+
+
+class _Hook(msgspec.Struct, frozen=True):
+    event_name: str  # the host event this hook answers, also the output envelope's name
+    primary_event: Event  # the operation a failure before the flow is reported against
+    run: _HookRun
+
+
+def _run_user_prompt_submit(
+    adapter: HostAdapter,
+    payload: Mapping[str, Any],
+    env: Mapping[str, str],
+    diagnostics: Diagnostics,
+    started: float,
+) -> bytes | None:
+    try:
+        settings = HookSettings.load(adapter.name, env)
+    except SettingsError:
+        diagnostics.record("context_prepare", "skipped")
+        return None
+    deadline = Deadline.after(settings.deadline_seconds, start=started)
+    content = user_prompt_submit(
+        adapter.prompt_event(payload), HostInfo(adapter.name), settings, diagnostics, deadline
+    )
+    if content is None:
+        return None
+    return adapter.render_output(USER_PROMPT_SUBMIT, content)
+
+
+_HOOKS: dict[str, _Hook] = {
+    "user-prompt-submit": _Hook(USER_PROMPT_SUBMIT, "context_prepare", _run_user_prompt_submit),
+}
+
+#: The hook names :func:`run_hook` accepts (the plugins' ``hook <name>`` verbs).
+HOOK_NAMES: frozenset[str] = frozenset(_HOOKS)
+
+
+def _read_stdin(stdin: BinaryIO, limit: int, deadline: Deadline) -> bytes | None:
+    """All of stdin, or ``None`` if it is larger than ``limit`` or not closed by the deadline.
+
+    A real file descriptor is read with ``select`` so a host that never closes the pipe cannot
+    hang the hook; other streams (tests) are read directly.
+    """
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = -1
+    if fd < 0:
+        data = stdin.read(limit + 1)
+        return data if len(data) <= limit else None
+    import select
+
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        remaining = deadline.remaining()
+        if remaining <= 0:
+            return None
+        try:
+            ready, _, _ = select.select([fd], [], [], remaining)
+        except (OSError, ValueError):  # e.g. pipes on Windows: fall back to a bounded read
+            rest = stdin.read(limit + 1 - size)
+            size += len(rest)
+            return b"".join([*chunks, rest]) if size <= limit else None
+        if not ready:
+            return None
+        chunk = os.read(fd, _STDIN_CHUNK)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+
+
+def _decode_event(data: bytes) -> dict[str, Any] | None:
+    """The event object, or ``None``. Falls back to ``json`` for lone-surrogate escapes, which
+    JavaScript hosts can emit and msgspec (rightly) refuses; the adapter cleans them up."""
+    try:
+        payload = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        import json
+
+        try:
+            payload = json.loads(data)
+        except (ValueError, RecursionError):
+            return None
+    return payload if isinstance(payload, dict) else None
+
+
+def _write(stream: BinaryIO, data: bytes) -> None:
+    try:
+        stream.write(data)
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def run_hook(
+    adapter: HostAdapter,
+    hook_name: str,
+    stdin: BinaryIO,
+    stdout: BinaryIO,
+    stderr: TextIO | None,
+    env: Mapping[str, str],
+) -> int:
+    """Run one hook invocation end to end; returns the exit code, which is always 0.
+
+    ``hook_name`` is one of :data:`HOOK_NAMES` (``user-prompt-submit``); diagnostics are
+    labelled ``powercontext.<host>.<hook_name>``.
+    """
+    started = time.monotonic()
+    hook = _HOOKS.get(hook_name)
+    primary: Event = hook.primary_event if hook is not None else "context_prepare"
+    diagnostics: Diagnostics | None = None
+    try:
+        host = adapter.name
+        diagnostics = Diagnostics(
+            f"powercontext.{host}.{hook_name}",
+            stderr,
+            debug=debug_enabled(env),
+            log_dir=lambda: plugin_data_dir(host, env),
+        )
+        if hook is None:
+            diagnostics.record(primary, "skipped")
+            return 0
+        data = _read_stdin(
+            stdin, MAX_STDIN_BYTES, Deadline.after(DEFAULT_DEADLINE_SECONDS, start=started)
+        )
+        payload = _decode_event(data) if data else None
+        if payload is None:
+            diagnostics.record(primary, "skipped")
+            return 0
+        reported = adapter.hook_event_name(payload)
+        if reported is not None and reported != hook.event_name:
+            diagnostics.record(primary, "skipped")
+            return 0
+        output = hook.run(adapter, payload, env, diagnostics, started)
+        if output is not None:
+            _write(stdout, output + b"\n")
+    except BaseException:  # the contract: whatever happens, exit 0 and say so on stderr
+        try:
+            if diagnostics is None:
+                diagnostics = Diagnostics("powercontext.unknown.unknown", stderr)
+            diagnostics.record(primary, "invalid_response")
+        except BaseException:
+            pass
+    return 0
+
+
+def run_hook_main(adapter: HostAdapter, hook_name: str) -> int:
+    """:func:`run_hook` on this process's real stdin/stdout/stderr and environment."""
+    return run_hook(adapter, hook_name, sys.stdin.buffer, sys.stdout.buffer, sys.stderr, os.environ)

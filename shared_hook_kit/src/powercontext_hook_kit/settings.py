@@ -1,0 +1,321 @@
+"""Hook settings: environment, then the user's ``plugins.toml``, then defaults.
+
+Every setting has one key and three spellings, so precedence is the same for every setting:
+``POWERCONTEXT_<KEY>`` (environment) → ``CLAUDE_PLUGIN_OPTION_<KEY>`` (Claude Code ``userConfig``,
+only for the ``claude-code`` host) → ``<key>`` in the host's table of
+``<user config dir>/powercontext/plugins.toml`` → default. Empty values count as unset because
+hosts export blank ``userConfig`` fields as empty strings.
+
+Anything invalid raises :class:`SettingsError`; the runner turns it into a diagnostic and fails
+open. The runtime's local token file is read only when no token is configured.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+
+from .transport import Endpoint, UnsafeUrl, parse_loopback_url
+
+__all__ = [
+    "CONFIG_FILE_NAME",
+    "DEFAULT_URL",
+    "HookSettings",
+    "SettingsError",
+    "check_scope_id",
+    "config_file_path",
+    "debug_enabled",
+    "parse_bool",
+    "plugin_data_dir",
+    "runtime_token_file",
+]
+
+DEFAULT_URL = "http://127.0.0.1:7411"
+CONFIG_FILE_NAME = "plugins.toml"
+_CONFIG_MAX_BYTES = 256 * 1024
+_TOKEN_FILE_MAX_BYTES = 64 * 1024
+_SCOPE_ID_MAX_CHARS = 256
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+class SettingsError(ValueError):
+    """A setting cannot be used. The message names the setting and the rule, not its value."""
+
+
+def parse_bool(value: str, name: str) -> bool:
+    """``1/0``, ``true/false``, ``yes/no``, ``on/off`` in any case; anything else is an error."""
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise SettingsError(f"{name} must be one of 1/0, true/false, yes/no, on/off")
+
+
+def debug_enabled(env: Mapping[str, str]) -> bool:
+    """``POWERCONTEXT_DEBUG``; read on its own so diagnostics work even when settings are broken."""
+    try:
+        return parse_bool(env.get("POWERCONTEXT_DEBUG", ""), "POWERCONTEXT_DEBUG")
+    except SettingsError:
+        return False
+
+
+def check_scope_id(value: str, name: str) -> str:
+    """Scope ids are opaque and compared byte-for-byte, so refuse what the runtime would refuse.
+
+    Same rules as the runtime's contract (1..256 characters, no surrounding whitespace, no
+    control characters); refusing early gives a clear diagnostic instead of a 422.
+    """
+    if not value or len(value) > _SCOPE_ID_MAX_CHARS:
+        raise SettingsError(f"{name} must be 1..{_SCOPE_ID_MAX_CHARS} characters")
+    if value != value.strip():
+        raise SettingsError(f"{name} must not start or end with whitespace")
+    if any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in value):
+        raise SettingsError(f"{name} must not contain control characters")
+    return value
+
+
+def _check_token(value: str, name: str) -> str:
+    """A bearer token goes into an HTTP header: visible ASCII only, so it cannot split headers."""
+    if not all(0x21 <= ord(ch) <= 0x7E for ch in value):
+        raise SettingsError(f"{name} must be printable ASCII without spaces")
+    return value
+
+
+def config_file_path() -> str:
+    """``<user config dir>/powercontext/plugins.toml`` (``platformdirs``; honours XDG on Linux)."""
+    import platformdirs  # lazy: only needed to locate files, not for every import
+
+    return os.path.join(platformdirs.user_config_dir("powercontext"), CONFIG_FILE_NAME)
+
+
+def runtime_token_file(env: Mapping[str, str]) -> str:
+    """Where the runtime keeps its local token: ``<POWERCONTEXT_HOME or user data dir>/auth/token``.
+
+    Mirrors the runtime's own rule without importing it (the hook kit never imports the runtime).
+    """
+    home = env.get("POWERCONTEXT_HOME", "").strip()
+    if home:
+        base = os.path.expanduser(home)
+    else:
+        import platformdirs
+
+        base = platformdirs.user_data_dir("powercontext")
+    return os.path.join(base, "auth", "token")
+
+
+def _inside(path: str, root: str) -> bool:
+    path = os.path.realpath(path)
+    root = os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def plugin_data_dir(host: str, env: Mapping[str, str]) -> str:
+    """The plugin's persistent data directory (diagnostic log now, receipt store later).
+
+    The host's own variable wins (``CLAUDE_PLUGIN_DATA`` for Claude Code, ``PLUGIN_DATA`` for
+    Codex, the other name as a fallback), else ``<user state dir>/powercontext/<host>``. A
+    directory inside the plugin root is never used: hosts replace that folder on every update.
+    """
+    names = (
+        ("CLAUDE_PLUGIN_DATA", "PLUGIN_DATA")
+        if host == "claude-code"
+        else ("PLUGIN_DATA", "CLAUDE_PLUGIN_DATA")
+    )
+    roots = [env[name] for name in ("PLUGIN_ROOT", "CLAUDE_PLUGIN_ROOT") if env.get(name)]
+    for name in names:
+        candidate = env.get(name, "").strip()
+        if candidate and os.path.isabs(candidate):
+            if any(_inside(candidate, root) for root in roots):
+                continue
+            return candidate
+    import platformdirs
+
+    return os.path.join(platformdirs.user_state_dir("powercontext"), host)
+
+
+def _read_config_table(path: str, host: str) -> dict[str, Any]:
+    """The ``[<host>]`` table of ``plugins.toml``; a missing file is an empty table."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(_CONFIG_MAX_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    except OSError as exc:
+        raise SettingsError(f"{CONFIG_FILE_NAME} cannot be read") from exc
+    if len(raw) > _CONFIG_MAX_BYTES:
+        raise SettingsError(f"{CONFIG_FILE_NAME} is larger than {_CONFIG_MAX_BYTES} bytes")
+    import tomllib  # lazy: most users have no config file
+
+    try:
+        document = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"{CONFIG_FILE_NAME} is not valid TOML") from exc
+    table = document.get(host, {})
+    if not isinstance(table, dict):
+        raise SettingsError(f"[{host}] in {CONFIG_FILE_NAME} must be a table")
+    unknown = sorted(set(table) - set(_KEYS))
+    if unknown:
+        names = ", ".join(unknown)
+        raise SettingsError(f"unknown key(s) in [{host}] of {CONFIG_FILE_NAME}: {names}")
+    return table
+
+
+def _read_token_file(path: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(_TOKEN_FILE_MAX_BYTES)
+    except OSError:
+        return None
+    value = raw.decode("utf-8", errors="replace").strip()
+    return value or None
+
+
+def _as_str(value: object, name: str) -> str:
+    if not isinstance(value, str):
+        raise SettingsError(f"{name} must be a string")
+    return value
+
+
+def _as_bool(value: object, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    return parse_bool(_as_str(value, name), name)
+
+
+def _as_int(low: int, high: int) -> Callable[[object, str], int]:
+    def convert(value: object, name: str) -> int:
+        if isinstance(value, bool):
+            raise SettingsError(f"{name} must be an integer")
+        if isinstance(value, str):
+            text = value.strip()
+            if not text.isdigit():
+                raise SettingsError(f"{name} must be an integer")
+            value = int(text)
+        if not isinstance(value, int) or not low <= value <= high:
+            raise SettingsError(f"{name} must be an integer in {low}..{high}")
+        return value
+
+    return convert
+
+
+def _as_seconds(value: object, name: str) -> float:
+    if isinstance(value, bool):
+        raise SettingsError(f"{name} must be a number of seconds")
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError as exc:
+            raise SettingsError(f"{name} must be a number of seconds") from exc
+    if not isinstance(value, int | float) or not 0.05 <= value <= 30:
+        raise SettingsError(f"{name} must be between 0.05 and 30 seconds")
+    return float(value)
+
+
+def _as_url(value: object, name: str) -> str:
+    text = _as_str(value, name).strip()
+    try:
+        parse_loopback_url(text)
+    except UnsafeUrl as exc:
+        raise SettingsError(f"{name}: {exc}") from exc
+    return text
+
+
+def _as_scope(value: object, name: str) -> str:
+    return check_scope_id(_as_str(value, name), name)
+
+
+def _as_token(value: object, name: str) -> str:
+    return _check_token(_as_str(value, name).strip(), name)
+
+
+_KEYS: dict[str, Callable[[object, str], Any]] = {
+    "url": _as_url,
+    "token": _as_token,
+    "scope_id": _as_scope,
+    "bootstrap": _as_bool,
+    "capture_prompts": _as_bool,
+    "max_bytes": _as_int(512, 32768),
+    "bootstrap_max_bytes": _as_int(512, 8192),
+    "deadline_seconds": _as_seconds,
+}
+
+
+class HookSettings(msgspec.Struct, frozen=True):
+    """Everything a hook needs to talk to the runtime, already validated."""
+
+    host: str
+    url: str
+    endpoint: Endpoint
+    token: str | None
+    scope_id: str | None
+    bootstrap: bool
+    capture_prompts: bool
+    max_bytes: int
+    bootstrap_max_bytes: int
+    deadline_seconds: float
+
+    @classmethod
+    def load(
+        cls, host: str, env: Mapping[str, str], *, config_path: str | None = None
+    ) -> HookSettings:
+        """Resolve every setting for ``host`` (``codex`` or ``claude-code``) from ``env``.
+
+        ``config_path`` replaces the platform location of ``plugins.toml`` (tests, ``doctor``).
+        """
+        try:
+            table = _read_config_table(config_path or config_file_path(), host)
+        except (RuntimeError, OSError) as exc:  # platformdirs cannot place the home directory
+            raise SettingsError(f"{CONFIG_FILE_NAME} cannot be located") from exc
+
+        def pick(key: str, default: Any) -> Any:
+            convert = _KEYS[key]
+            env_name = f"POWERCONTEXT_{key.upper()}"
+            if env.get(env_name, "").strip():
+                return convert(env[env_name], env_name)
+            if host == "claude-code":
+                option = f"CLAUDE_PLUGIN_OPTION_{key.upper()}"
+                if env.get(option, "").strip():
+                    return convert(env[option], option)
+            if key in table:
+                value = table[key]
+                if isinstance(value, str) and not value.strip():
+                    return default
+                return convert(value, f"{key} in [{host}]")
+            return default
+
+        url = pick("url", DEFAULT_URL)
+        token = pick("token", None)
+        if token is None:
+            try:
+                token = _read_token_file(runtime_token_file(env))
+            except (RuntimeError, OSError) as exc:
+                raise SettingsError("the runtime token file cannot be located") from exc
+            if token is not None:
+                token = _check_token(token, "the runtime token file")
+        return cls(
+            host=host,
+            url=url,
+            endpoint=parse_loopback_url(url),
+            token=token,
+            scope_id=pick("scope_id", None),
+            bootstrap=pick("bootstrap", False),
+            capture_prompts=pick("capture_prompts", True),
+            max_bytes=pick("max_bytes", 8000),
+            bootstrap_max_bytes=pick("bootstrap_max_bytes", 4096),
+            deadline_seconds=pick("deadline_seconds", 2.0),
+        )
+
+    def __repr__(self) -> str:  # the token must never reach a log or a traceback
+        return (
+            f"HookSettings(host={self.host!r}, url={self.url!r}, token="
+            f"{'<set>' if self.token else None}, scope_id={'<set>' if self.scope_id else None}, "
+            f"bootstrap={self.bootstrap}, capture_prompts={self.capture_prompts}, "
+            f"max_bytes={self.max_bytes}, bootstrap_max_bytes={self.bootstrap_max_bytes}, "
+            f"deadline_seconds={self.deadline_seconds})"
+        )

@@ -1,0 +1,165 @@
+"""Real processes: ``python -m powercontext_hook_kit hook <host> user-prompt-submit``.
+
+What a host actually sees — stdout bytes, stderr lines, exit code — including the cases only a
+real process has: empty or garbage stdin, a pipe that is never closed, start-up imports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.hook_kit.conftest import TOKEN, event, parse_lines
+from tests.hook_kit.stub import PREPARE, Reply, StubRuntime, dead_port, prepared_body
+
+PACK = 'PowerContext prepared untrusted historical context.\n测试 "pack" \\ end'
+SLACK = 1.5  # process start-up on a loaded machine, on top of the deadline
+
+
+def process_env(url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("POWERCONTEXT_", "CLAUDE_PLUGIN_", "PLUGIN_"))
+    }
+    env.update(
+        POWERCONTEXT_URL=url,
+        POWERCONTEXT_TOKEN=TOKEN,
+        PLUGIN_DATA=str(tmp_path / "plugin-data"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        XDG_DATA_HOME=str(tmp_path / "data"),
+    )
+    env.update(extra)
+    return env
+
+
+def run_hook_process(
+    stdin: bytes, env: dict[str, str], host: str = "codex"
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "powercontext_hook_kit", "hook", host, "user-prompt-submit"],
+        input=stdin,
+        env=env,
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def project(tmp_path: Path) -> str:
+    folder = tmp_path / "project"
+    folder.mkdir(exist_ok=True)
+    return str(folder)
+
+
+@pytest.mark.parametrize("host", ["codex", "claude-code"])
+def test_ready_prints_exactly_one_envelope(stub: StubRuntime, tmp_path: Path, host: str) -> None:
+    stub.replies[PREPARE] = Reply(200, prepared_body(PACK))
+    payload = json.dumps(event(cwd=project(tmp_path))).encode()
+    completed = run_hook_process(payload, process_env(stub.url, tmp_path), host)
+    assert completed.returncode == 0
+    assert completed.stderr == b""
+    assert completed.stdout.count(b"\n") == 1 and completed.stdout.endswith(b"\n")
+    assert json.loads(completed.stdout) == {
+        "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": PACK}
+    }
+    assert stub.requests[0].json()["scope_id"].startswith("local:sha256:")
+
+
+def test_server_down_prints_nothing_and_one_line(tmp_path: Path) -> None:
+    payload = json.dumps(event(cwd=project(tmp_path))).encode()
+    env = process_env(f"http://127.0.0.1:{dead_port()}", tmp_path)
+    completed = run_hook_process(payload, env)
+    assert (completed.returncode, completed.stdout) == (0, b"")
+    [line] = parse_lines(completed.stderr.decode())
+    assert line["component"] == "powercontext.codex.user-prompt-submit"
+    assert (line["event"], line["outcome"]) == ("context_prepare", "server_unavailable")
+    log = (tmp_path / "plugin-data" / "diagnostics.log").read_text()
+    assert '"outcome":"server_unavailable"' in log
+
+
+@pytest.mark.parametrize("stdin", [b"", b"garbage\x00\xff", b'{"prompt":', b"[]"])
+def test_bad_stdin_prints_nothing_and_exits_zero(
+    stub: StubRuntime, tmp_path: Path, stdin: bytes
+) -> None:
+    completed = run_hook_process(stdin, process_env(stub.url, tmp_path))
+    assert (completed.returncode, completed.stdout) == (0, b"")
+    [line] = parse_lines(completed.stderr.decode())
+    assert line["outcome"] == "skipped"
+    assert stub.requests == []
+
+
+def test_a_stdin_that_never_closes_cannot_hang_the_hook(stub: StubRuntime, tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "powercontext_hook_kit", "hook", "codex", "user-prompt-submit"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=process_env(stub.url, tmp_path),
+    )
+    assert process.stdin is not None
+    process.stdin.write(b'{"prompt": "half an event"')
+    process.stdin.flush()
+    started = time.monotonic()
+    try:
+        code = process.wait(timeout=10)  # stdin stays open: the hook must give up by itself
+        elapsed = time.monotonic() - started
+    finally:
+        process.kill()
+        process.stdin.close()
+    assert process.stdout is not None and process.stderr is not None
+    assert code == 0
+    assert process.stdout.read() == b""
+    assert elapsed < 2.0 + SLACK
+    assert parse_lines(process.stderr.read().decode())[0]["outcome"] == "skipped"
+    process.stdout.close()
+    process.stderr.close()
+
+
+def test_usage_errors_still_exit_zero() -> None:
+    for argv in ([], ["hook"], ["hook", "Bad Host!", "user-prompt-submit"], ["hook", "x", "nope"]):
+        completed = subprocess.run(
+            [sys.executable, "-m", "powercontext_hook_kit", *argv],
+            input=b"{}",
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+        assert (completed.returncode, completed.stdout) == (0, b""), argv
+        assert b"usage:" in completed.stderr
+
+
+def test_the_hot_path_imports_stay_lean() -> None:
+    """The runtime, httpx and lazily needed modules are never imported by the hook itself."""
+    code = (
+        "import sys; before = set(sys.modules); import powercontext_hook_kit.runner; "
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
+    )
+    imported = set(completed.stdout.split())
+    assert "powercontext_hook_kit.runner" in imported
+    for module in ("powercontext_runtime", "httpx", "platformdirs", "tomllib", "subprocess"):
+        assert module not in imported, module
+    assert not [name for name in imported if name.startswith(("powercontext_runtime", "httpx"))]
+
+
+def test_the_kit_never_imports_the_runtime_or_httpx() -> None:
+    """Separate distributions: the wire contract is shared by tests, never by an import."""
+    import powercontext_hook_kit
+
+    package = Path(powercontext_hook_kit.__file__).parent
+    for source in package.glob("*.py"):
+        for line in source.read_text(encoding="utf-8").splitlines():
+            stripped = line.strip()
+            if stripped.startswith(("import ", "from ")):
+                assert "powercontext_runtime" not in stripped, source.name
+                assert "httpx" not in stripped, source.name

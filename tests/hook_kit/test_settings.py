@@ -1,0 +1,186 @@
+"""Settings precedence: POWERCONTEXT_* > CLAUDE_PLUGIN_OPTION_* > plugins.toml > defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from powercontext_hook_kit import HookSettings, SettingsError, config_file_path, plugin_data_dir
+from powercontext_hook_kit.transport import Endpoint
+
+
+def write_toml(path: Path, text: str) -> str:
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_defaults(tmp_path: Path) -> None:
+    settings = HookSettings.load("codex", {}, config_path=str(tmp_path / "missing.toml"))
+    assert settings.url == "http://127.0.0.1:7411"
+    assert settings.endpoint == Endpoint("127.0.0.1", 7411)
+    assert settings.token is None
+    assert settings.scope_id is None
+    assert (settings.bootstrap, settings.capture_prompts) == (False, True)
+    assert (settings.max_bytes, settings.bootstrap_max_bytes) == (8000, 4096)
+    assert settings.deadline_seconds == 2.0
+
+
+def test_the_runtime_token_file_is_the_default_token(tmp_path: Path, isolated_user: Path) -> None:
+    home = tmp_path / "pc-home"
+    (home / "auth").mkdir(parents=True)
+    (home / "auth" / "token").write_text("from-home\n")
+    assert HookSettings.load("codex", {"POWERCONTEXT_HOME": str(home)}).token == "from-home"
+    # Without POWERCONTEXT_HOME: the platform data dir, like the runtime.
+    data = isolated_user / "data" / "powercontext" / "auth"
+    data.mkdir(parents=True)
+    (data / "token").write_text("from-data-dir")
+    assert HookSettings.load("codex", {}).token == "from-data-dir"
+    assert HookSettings.load("codex", {"POWERCONTEXT_TOKEN": "explicit"}).token == "explicit"
+
+
+def test_the_platform_config_file_is_read(isolated_user: Path) -> None:
+    folder = isolated_user / "config" / "powercontext"
+    folder.mkdir()
+    (folder / "plugins.toml").write_text('[codex]\nscope_id = "from-toml"\n')
+    assert config_file_path() == str(folder / "plugins.toml")
+    assert HookSettings.load("codex", {}).scope_id == "from-toml"
+    assert HookSettings.load("claude-code", {}).scope_id is None
+
+
+KEYS = {
+    "url": ("http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"),
+    "token": ("env-token", "option-token", "toml-token"),
+    "scope_id": ("git:env/x", "git:option/x", "git:toml/x"),
+    "bootstrap": ("on", "yes", "true"),
+    "capture_prompts": ("0", "no", "false"),
+    "max_bytes": ("1000", "2000", "3000"),
+    "bootstrap_max_bytes": ("1001", "2001", "3001"),
+    "deadline_seconds": ("0.5", "1.5", "2.5"),
+}
+EXPECTED = {
+    "bootstrap": (True, True, True),
+    "capture_prompts": (False, False, False),
+    "max_bytes": (1000, 2000, 3000),
+    "bootstrap_max_bytes": (1001, 2001, 3001),
+    "deadline_seconds": (0.5, 1.5, 2.5),
+}
+
+
+@pytest.mark.parametrize("key", sorted(KEYS))
+def test_precedence_for_every_key(tmp_path: Path, key: str) -> None:
+    env_value, option_value, toml_value = KEYS[key]
+    expected = EXPECTED.get(key, KEYS[key])
+    toml = write_toml(
+        tmp_path / "plugins.toml",
+        f'[codex]\n{key} = "{toml_value}"\n[claude-code]\n{key} = "{toml_value}"\n',
+    )
+    env_name, option_name = f"POWERCONTEXT_{key.upper()}", f"CLAUDE_PLUGIN_OPTION_{key.upper()}"
+
+    def load(host: str, env: dict[str, str]) -> object:
+        return getattr(HookSettings.load(host, env, config_path=toml), key)
+
+    everything = {env_name: env_value, option_name: option_value}
+    assert load("claude-code", everything) == expected[0]
+    assert load("claude-code", {option_name: option_value}) == expected[1]
+    assert load("claude-code", {}) == expected[2]
+    assert load("claude-code", {env_name: "", option_name: "  "}) == expected[2]  # blank = unset
+    # Claude Code userConfig variables mean nothing to Codex.
+    assert load("codex", {option_name: option_value}) == expected[2]
+    assert load("codex", everything) == expected[0]
+
+
+def test_toml_native_types(tmp_path: Path) -> None:
+    toml = write_toml(
+        tmp_path / "p.toml",
+        "[codex]\nbootstrap = true\ncapture_prompts = false\nmax_bytes = 4000\n"
+        "deadline_seconds = 1\n",
+    )
+    settings = HookSettings.load("codex", {}, config_path=toml)
+    assert (settings.bootstrap, settings.capture_prompts) == (True, False)
+    assert (settings.max_bytes, settings.deadline_seconds) == (4000, 1.0)
+
+
+@pytest.mark.parametrize("value", ["1", "0", "TRUE", "False", "Yes", "no", "ON", "off", " on "])
+def test_boolean_spellings(value: str) -> None:
+    settings = HookSettings.load(
+        "codex", {"POWERCONTEXT_BOOTSTRAP": value}, config_path="/nonexistent"
+    )
+    assert settings.bootstrap is (value.strip().lower() in ("1", "true", "yes", "on"))
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"POWERCONTEXT_BOOTSTRAP": "maybe"},
+        {"POWERCONTEXT_CAPTURE_PROMPTS": "2"},
+        {"POWERCONTEXT_CAPTURE_PROMPTS": "enabled"},
+        {"CLAUDE_PLUGIN_OPTION_BOOTSTRAP": "y"},
+        {"POWERCONTEXT_MAX_BYTES": "511"},
+        {"POWERCONTEXT_MAX_BYTES": "32769"},
+        {"POWERCONTEXT_MAX_BYTES": "8k"},
+        {"POWERCONTEXT_BOOTSTRAP_MAX_BYTES": "8193"},
+        {"POWERCONTEXT_DEADLINE_SECONDS": "0"},
+        {"POWERCONTEXT_DEADLINE_SECONDS": "nan"},
+        {"POWERCONTEXT_DEADLINE_SECONDS": "60"},
+        {"POWERCONTEXT_URL": "https://127.0.0.1:7411"},
+        {"POWERCONTEXT_URL": "http://example.com"},
+        {"POWERCONTEXT_TOKEN": "has space"},
+        {"POWERCONTEXT_TOKEN": "line\nbreak"},
+        {"POWERCONTEXT_SCOPE_ID": " leading"},
+        {"POWERCONTEXT_SCOPE_ID": "tab\tinside"},
+        {"POWERCONTEXT_SCOPE_ID": "x" * 257},
+    ],
+)
+def test_invalid_values_raise_settings_error(env: dict[str, str]) -> None:
+    with pytest.raises(SettingsError):
+        HookSettings.load("claude-code", env, config_path="/nonexistent")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[codex\nurl = 1",
+        "[codex]\ncapture_prompt = true\n",  # a typo is an error, not silently ignored
+        "[codex]\nbootstrap = 1\n",
+        "[codex]\nmax_bytes = true\n",
+        "[codex]\nmax_bytes = 1.5\n",
+        "[codex]\nurl = 7411\n",
+        "codex = 1\n",
+    ],
+)
+def test_invalid_toml_raises_settings_error(tmp_path: Path, text: str) -> None:
+    toml = write_toml(tmp_path / "plugins.toml", text)
+    with pytest.raises(SettingsError):
+        HookSettings.load("codex", {}, config_path=toml)
+
+
+def test_other_hosts_tables_and_top_level_keys_are_ignored(tmp_path: Path) -> None:
+    toml = write_toml(tmp_path / "p.toml", 'version = 1\n[claude-code]\nfuture_key = "x"\n')
+    assert HookSettings.load("codex", {}, config_path=toml).max_bytes == 8000
+
+
+def test_the_token_never_appears_in_repr() -> None:
+    settings = HookSettings.load(
+        "codex",
+        {"POWERCONTEXT_TOKEN": "SECRET-SENTINEL", "POWERCONTEXT_SCOPE_ID": "SCOPE-SENTINEL"},
+        config_path="/nonexistent",
+    )
+    assert "SENTINEL" not in repr(settings)
+
+
+def test_plugin_data_dir(tmp_path: Path, isolated_user: Path) -> None:
+    codex, claude = str(tmp_path / "codex-data"), str(tmp_path / "claude-data")
+    both = {"PLUGIN_DATA": codex, "CLAUDE_PLUGIN_DATA": claude}
+    assert plugin_data_dir("codex", both) == codex
+    assert plugin_data_dir("claude-code", both) == claude
+    assert plugin_data_dir("claude-code", {"PLUGIN_DATA": codex}) == codex
+    state = str(isolated_user / "state" / "powercontext")
+    assert plugin_data_dir("codex", {}) == f"{state}/codex"
+    assert plugin_data_dir("codex", {"PLUGIN_DATA": "relative"}) == f"{state}/codex"
+    # Never inside the plugin root, which the host replaces on every update.
+    root = tmp_path / "plugin-root"
+    inside = {"PLUGIN_ROOT": str(root), "PLUGIN_DATA": str(root / "data")}
+    assert plugin_data_dir("codex", inside) == f"{state}/codex"
+    claude_inside = {"CLAUDE_PLUGIN_ROOT": str(root), "CLAUDE_PLUGIN_DATA": str(root)}
+    assert plugin_data_dir("claude-code", claude_inside) == f"{state}/claude-code"
