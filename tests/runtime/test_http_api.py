@@ -51,7 +51,10 @@ def test_openapi_is_served_and_strict(api: TestClient) -> None:
     assert {"remember_memory", "search_memory", "get_memory_entry", "list_memory_entries",
             "revise_memory_entry", "retire_memory_entry", "list_memory_changes",
             "capture_content_source", "get_capabilities", "get_liveness",
-            "get_readiness", "prepare_context"} == operation_ids
+            "get_readiness", "prepare_context", "propose_experience", "get_experience",
+            "propose_skill", "get_skill", "list_artifact_candidates", "get_artifact_candidate",
+            "approve_artifact_candidate", "reject_artifact_candidate",
+            "revise_artifact_candidate"} == operation_ids
     for name, schema in document["components"]["schemas"].items():
         if schema.get("type") == "object" and name.endswith("Request"):
             assert schema.get("additionalProperties") is False, name
@@ -59,7 +62,7 @@ def test_openapi_is_served_and_strict(api: TestClient) -> None:
 
 def test_capabilities_report_what_this_build_serves(api: TestClient) -> None:
     body = api.get("/v1/capabilities").json()
-    assert body["artifact_families"] == ["memory"]
+    assert body["artifact_families"] == ["memory", "experience", "skill"]
     assert body["search_modes"] == ["auto", "fts"]
     assert body["source_types"] == ["content"]
     assert body["memory_extraction"] is False

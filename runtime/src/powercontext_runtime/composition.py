@@ -14,9 +14,11 @@ from .search.analyzer import document_terms
 from .services.auth import Authenticator, ensure_local_token
 from .services.context import ContextService
 from .services.memory import MemoryService
+from .services.review import ReviewService
 from .settings import Settings
 from .store.database import Database
 from .store.memory import MemoryStore
+from .store.review import ReviewStore
 from .store.sources import SourceStore
 from .store.tokens import TokenStore
 
@@ -30,6 +32,7 @@ class Runtime:
     settings: Settings
     db: Database
     memory: MemoryService
+    review: ReviewService
     context: ContextService
     sources: SourceStore
     tokens: TokenStore
@@ -43,11 +46,13 @@ class Runtime:
         db = Database(settings.database_url)
         tokens = TokenStore(db)
         memory = MemoryService(MemoryStore(db, document_terms))
+        review = ReviewService(ReviewStore(db, document_terms))
         runtime = cls(
             settings=settings,
             db=db,
             memory=memory,
-            context=ContextService(memory, PreparedContextBuilder()),
+            review=review,
+            context=ContextService(memory, review, PreparedContextBuilder()),
             sources=SourceStore(db),
             tokens=tokens,
             authenticator=Authenticator(tokens),
@@ -61,9 +66,21 @@ class Runtime:
             _log.warning("in_memory_database")
         self.db.check_server()
         self.db.create_schema()
-        if not self.memory.index_is_consistent():
-            count = self.memory.reindex()
-            _log.info("search_index_rebuilt", extra={"count": count})
+        for name, service in self._indexed():
+            if not service.index_is_consistent():
+                count = service.reindex()
+                _log.info("search_index_rebuilt", extra={"operation": name, "count": count})
+
+    def _indexed(self) -> tuple[tuple[str, MemoryService | ReviewService], ...]:
+        """Every derived search index, by family."""
+        return (("memory", self.memory), ("experience", self.review))
+
+    def reindex(self) -> dict[str, int]:
+        """Rebuild every derived search index from the authoritative tables."""
+        return {name: service.reindex() for name, service in self._indexed()}
+
+    def stale_indexes(self) -> list[str]:
+        return [name for name, service in self._indexed() if not service.index_is_consistent()]
 
     def ensure_local_token(self) -> bool:
         if self.settings.auth == "none":

@@ -121,13 +121,14 @@ def _token_revoke(args: argparse.Namespace) -> int:
 def _reindex(args: argparse.Namespace) -> int:
     runtime = _open(args)
     try:
-        count = runtime.memory.reindex()
+        counts = runtime.reindex()
     finally:
         runtime.close()
     emit(
-        {"memory_entries_indexed": count},
+        {"indexed": counts},
         as_json=args.json,
-        human=f"rebuilt the search index: {count} memory entries",
+        human="rebuilt the search indexes: "
+        + ", ".join(f"{count} {name}" for name, count in counts.items()),
     )
     return 0
 
@@ -143,14 +144,14 @@ def _doctor(args: argparse.Namespace) -> int:
         runtime = _open(args)
         try:
             runtime.ping()
-            consistent = runtime.memory.index_is_consistent()
+            stale = runtime.stale_indexes()
         finally:
             runtime.close()
         check("database", True, f"{runtime.backend} reachable, schema ready")
         check(
             "search_index",
-            consistent,
-            "consistent" if consistent else "stale: run `powercontext reindex`",
+            not stale,
+            f"stale ({', '.join(stale)}): run `powercontext reindex`" if stale else "consistent",
         )
     except PowerContextError as exc:
         check("database", False, exc.message)

@@ -11,6 +11,7 @@ from .. import __version__
 from ..composition import Runtime
 from .errors import install_error_handlers
 from .middleware import RequestMiddleware
+from .review_routes import review_router
 from .routes import router
 
 __all__ = ["create_app"]
@@ -34,10 +35,13 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.openapi = lambda: _openapi_with_security(app)  # type: ignore[method-assign]
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(review_router)
     # FastAPI includes routers lazily, so ``app.routes`` alone does not list the router's
     # paths; without them every request would be logged as "<unmatched>".
     known = frozenset(
-        path for route in (*app.routes, *router.routes) if (path := getattr(route, "path", None))
+        path
+        for route in (*app.routes, *router.routes, *review_router.routes)
+        if (path := getattr(route, "path", None))
     )
     app.add_middleware(
         RequestMiddleware,

@@ -31,12 +31,12 @@ from ..contract.memory import (
 from ..contract.system import Capabilities, ErrorEnvelope, Liveness, Readiness
 from ..errors import UnavailableError
 
-__all__ = ["router"]
+__all__ = ["error_responses", "router", "scoped_runtime"]
 
 router = APIRouter()
 
 
-def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     descriptions = {
         401: "Missing or invalid bearer token",
         403: "The token is not granted this scope",
@@ -49,11 +49,11 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {s: {"model": ErrorEnvelope, "description": descriptions[s]} for s in statuses}
 
 
-_SCOPED = _errors(401, 403, 413, 422, 503)
-_WRITE = _errors(401, 403, 404, 409, 413, 422, 503)
+_SCOPED = error_responses(401, 403, 413, 422, 503)
+_WRITE = error_responses(401, 403, 404, 409, 413, 422, 503)
 
 
-def _runtime(request: Request, scope_id: str) -> Runtime:
+def scoped_runtime(request: Request, scope_id: str) -> Runtime:
     """The runtime, after checking the caller may act on ``scope_id``."""
     request.state.principal.require(scope_id)
     return request.app.state.runtime
@@ -64,7 +64,9 @@ def get_liveness() -> Liveness:
     return Liveness(status="ok")
 
 
-@router.get("/health/ready", operation_id="get_readiness", tags=["health"], responses=_errors(503))
+@router.get(
+    "/health/ready", operation_id="get_readiness", tags=["health"], responses=error_responses(503)
+)
 def get_readiness(request: Request) -> Readiness:
     runtime: Runtime = request.app.state.runtime
     try:
@@ -75,7 +77,10 @@ def get_readiness(request: Request) -> Readiness:
 
 
 @router.get(
-    "/v1/capabilities", operation_id="get_capabilities", tags=["system"], responses=_errors(401)
+    "/v1/capabilities",
+    operation_id="get_capabilities",
+    tags=["system"],
+    responses=error_responses(401),
 )
 def get_capabilities() -> Capabilities:
     # Truthful: only what this build serves. Bootstrap packs arrive later.
@@ -83,7 +88,7 @@ def get_capabilities() -> Capabilities:
         context_versions=["powercontext.prepared-context.v1"],
         bootstrap_versions=[],
         bootstrap_profiles=[],
-        artifact_families=["memory"],
+        artifact_families=["memory", "experience", "skill"],
         source_types=["content"],
         search_modes=["auto", "fts"],
         memory_extraction=False,
@@ -100,29 +105,29 @@ def get_capabilities() -> Capabilities:
 )
 def prepare_context(body: PrepareContextRequest, request: Request) -> dict[str, object]:
     """A small, cited, byte-bounded, explicitly untrusted pack for one prompt (never stored)."""
-    return _runtime(request, body.scope_id).context.prepare(body).to_wire()
+    return scoped_runtime(request, body.scope_id).context.prepare(body).to_wire()
 
 
 @router.post(
     "/v1/memory/remember", operation_id="remember_memory", tags=["memory"], responses=_WRITE
 )
 def remember_memory(body: RememberMemoryRequest, request: Request) -> MemoryWriteResult:
-    return _runtime(request, body.scope_id).memory.remember(body)
+    return scoped_runtime(request, body.scope_id).memory.remember(body)
 
 
 @router.post("/v1/memory/search", operation_id="search_memory", tags=["memory"], responses=_SCOPED)
 def search_memory(body: SearchMemoryRequest, request: Request) -> SearchMemoryResponse:
-    return _runtime(request, body.scope_id).memory.search(body)
+    return scoped_runtime(request, body.scope_id).memory.search(body)
 
 
 @router.post(
     "/v1/memory/entries/get",
     operation_id="get_memory_entry",
     tags=["memory"],
-    responses=_errors(401, 403, 404, 413, 422, 503),
+    responses=error_responses(401, 403, 404, 413, 422, 503),
 )
 def get_memory_entry(body: GetMemoryEntryRequest, request: Request) -> MemoryEntry:
-    return _runtime(request, body.scope_id).memory.get(body)
+    return scoped_runtime(request, body.scope_id).memory.get(body)
 
 
 @router.post(
@@ -132,7 +137,7 @@ def get_memory_entry(body: GetMemoryEntryRequest, request: Request) -> MemoryEnt
     responses=_SCOPED,
 )
 def list_memory_entries(body: ListMemoryEntriesRequest, request: Request) -> MemoryEntryList:
-    return _runtime(request, body.scope_id).memory.list(body)
+    return scoped_runtime(request, body.scope_id).memory.list(body)
 
 
 @router.post(
@@ -142,7 +147,7 @@ def list_memory_entries(body: ListMemoryEntriesRequest, request: Request) -> Mem
     responses=_WRITE,
 )
 def revise_memory_entry(body: ReviseMemoryEntryRequest, request: Request) -> MemoryWriteResult:
-    return _runtime(request, body.scope_id).memory.revise(body)
+    return scoped_runtime(request, body.scope_id).memory.revise(body)
 
 
 @router.post(
@@ -152,14 +157,14 @@ def revise_memory_entry(body: ReviseMemoryEntryRequest, request: Request) -> Mem
     responses=_WRITE,
 )
 def retire_memory_entry(body: RetireMemoryEntryRequest, request: Request) -> MemoryWriteResult:
-    return _runtime(request, body.scope_id).memory.retire(body)
+    return scoped_runtime(request, body.scope_id).memory.retire(body)
 
 
 @router.post(
     "/v1/memory/changes", operation_id="list_memory_changes", tags=["memory"], responses=_SCOPED
 )
 def list_memory_changes(body: ListMemoryChangesRequest, request: Request) -> MemoryChanges:
-    return _runtime(request, body.scope_id).memory.changes(body)
+    return scoped_runtime(request, body.scope_id).memory.changes(body)
 
 
 @router.post(
@@ -170,4 +175,4 @@ def list_memory_changes(body: ListMemoryChangesRequest, request: Request) -> Mem
     responses=_WRITE,
 )
 def capture_content_source(body: CaptureSourceRequest, request: Request) -> CaptureSourceResponse:
-    return _runtime(request, body.scope_id).sources.capture(body)
+    return scoped_runtime(request, body.scope_id).sources.capture(body)

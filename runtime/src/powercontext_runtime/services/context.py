@@ -1,4 +1,4 @@
-"""``prepare_context``: one Memory search, one build, nothing written (spec 04).
+"""``prepare_context``: one Memory search, one Experience search, one build, nothing written.
 
 The head revision is read once, inside the same snapshot as the search; every memory item
 must cite it. A hit citing any other revision is an invariant failure and fails the whole
@@ -7,26 +7,44 @@ request — a partial or inconsistent pack is worse than none.
 
 from __future__ import annotations
 
-from ..context.builder import MemoryHit, PreparedContext, PreparedContextBuilder
+from ..context.builder import ExperienceHit, MemoryHit, PreparedContext, PreparedContextBuilder
 from ..contract.context import PrepareContextRequest
 from ..errors import InternalError
 from .memory import MemoryService
+from .review import ReviewService
 
 __all__ = ["ContextService"]
 
 MEMORY_CANDIDATES = 16
+EXPERIENCE_CANDIDATES = 8
 
 
 class ContextService:
-    def __init__(self, memory: MemoryService, builder: PreparedContextBuilder) -> None:
+    def __init__(
+        self, memory: MemoryService, review: ReviewService, builder: PreparedContextBuilder
+    ) -> None:
         self._memory = memory
+        self._review = review
         self._builder = builder
 
     def prepare(self, req: PrepareContextRequest) -> PreparedContext:
         # bootstrap_receipt_id is accepted now and honoured once bootstrap receipts exist.
         result = self._memory.find(req.scope_id, req.query, MEMORY_CANDIDATES)
+        experience = [
+            ExperienceHit(
+                artifact_id=found.artifact_id,
+                revision=found.revision,
+                situation=found.content["situation"],
+                action=found.content["action"],
+                outcome=found.content["outcome"],
+                lesson=found.content["lesson"],
+            )
+            for found in self._review.find_experience(
+                req.scope_id, req.query, EXPERIENCE_CANDIDATES
+            )
+        ]
         if result.memory is None:
-            return self._builder.build([], [], req.max_bytes)
+            return self._builder.build([], experience, req.max_bytes)
         head = result.memory.revision
         hits = []
         for hit in result.hits:
@@ -40,4 +58,4 @@ class ContextService:
                     text=hit.text,
                 )
             )
-        return self._builder.build(hits, [], req.max_bytes)
+        return self._builder.build(hits, experience, req.max_bytes)

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import secrets
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
+
+from ..contract.common import ArtifactRef, SourceRef
+from ..errors import InvalidRequestError
+
+SOURCE_REFS = TypeAdapter(list[SourceRef])
+ARTIFACT_REFS = TypeAdapter(list[ArtifactRef])
+MAX_STORED_INT = 2**63 - 1  # the largest integer every backend can bind
 
 
 def new_id(prefix: str) -> str:
@@ -24,5 +34,29 @@ def sha256_hex(*parts: Any) -> str:
     return hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).hexdigest()
 
 
-def dump_models(models: list[BaseModel]) -> str:
-    return canonical_json([m.model_dump(mode="json") for m in models])
+def dump_refs(refs: Sequence[BaseModel]) -> str:
+    return json.dumps([r.model_dump(mode="json") for r in refs], separators=(",", ":"))
+
+
+def iso_time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def encode_cursor(position: int, key: str) -> str:
+    """An opaque page cursor: the (ordering number, id) of the last row returned."""
+    raw = json.dumps([position, key], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        position, key = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+        if type(position) is not int or not 0 <= position <= MAX_STORED_INT:
+            raise ValueError
+        if not isinstance(key, str):
+            raise ValueError
+        key.encode("utf-8")  # a forged lone surrogate cannot be bound as a parameter
+        return position, key
+    except (ValueError, TypeError, UnicodeError):
+        raise InvalidRequestError("cursor is not one this server issued") from None

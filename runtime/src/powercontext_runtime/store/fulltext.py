@@ -26,7 +26,8 @@ from .schema import search_terms
 
 __all__ = ["DOCS_TERM", "Candidate", "FulltextIndex", "IndexedFamily", "for_backend"]
 
-IndexedFamily = Literal["memory"]
+IndexedFamily = Literal["memory", "experience"]
+INDEXED_FAMILIES: tuple[IndexedFamily, ...] = ("memory", "experience")
 DOCS_TERM = "#docs"
 _TERM = re.compile(r"^[a-z0-9]{1,64}$")
 _BATCH = 200  # OceanBase rejects very large multi-row statements (error 11049)
@@ -162,10 +163,11 @@ class _SqliteFulltext:
         return f"{family}_fts"
 
     def create(self, conn: Connection) -> None:
-        conn.exec_driver_sql(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5("
-            "terms, tokenize='unicode61 remove_diacritics 0')"
-        )
+        for family in INDEXED_FAMILIES:
+            conn.exec_driver_sql(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {self._table(family)} USING fts5("
+                "terms, tokenize='unicode61 remove_diacritics 0')"
+            )
 
     def add(
         self,
@@ -236,16 +238,18 @@ class _OceanBaseFulltext:
         return f"{family}_search"
 
     def create(self, conn: Connection) -> None:
-        conn.exec_driver_sql(
-            "CREATE TABLE IF NOT EXISTS memory_search ("
-            " id BIGINT NOT NULL PRIMARY KEY,"
-            " scope_id VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"
-            " terms LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"
-            " KEY ix_memory_search_scope (scope_id),"
-            " FULLTEXT INDEX ft_memory_search (terms)"
-            " WITH PARSER space PARSER_PROPERTIES=(min_token_size=1)"
-            ") DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
-        )
+        for family in INDEXED_FAMILIES:
+            table = self._table(family)
+            conn.exec_driver_sql(
+                f"CREATE TABLE IF NOT EXISTS {table} ("
+                " id BIGINT NOT NULL PRIMARY KEY,"
+                " scope_id VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"
+                " terms LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"
+                f" KEY ix_{table}_scope (scope_id),"
+                f" FULLTEXT INDEX ft_{table} (terms)"
+                " WITH PARSER space PARSER_PROPERTIES=(min_token_size=1)"
+                ") DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+            )
 
     def add(
         self,

@@ -12,10 +12,8 @@ one version row.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -38,7 +36,18 @@ from ..contract.memory import (
 )
 from ..errors import ConflictError, InvalidRequestError, NotFoundError
 from ..search import scoring
-from ._records import canonical_json, new_id, sha256_hex
+from ._records import (
+    ARTIFACT_REFS,
+    MAX_STORED_INT,
+    SOURCE_REFS,
+    canonical_json,
+    decode_cursor,
+    dump_refs,
+    encode_cursor,
+    iso_time,
+    new_id,
+    sha256_hex,
+)
 from .database import Database, now_ms
 from .fulltext import read_frequencies
 from .schema import memory_entries, memory_heads, memory_revisions, memory_versions
@@ -47,9 +56,6 @@ __all__ = ["MemoryStore", "SearchResult"]
 
 # Largest value a BIGINT/SQLite INTEGER column holds: a revision beyond it cannot exist, and
 # binding a larger Python int fails in the driver (a 500 instead of an empty answer).
-_MAX_REVISION = 2**63 - 1
-_SOURCE_REFS = TypeAdapter(list[SourceRef])
-_ARTIFACT_REFS = TypeAdapter(list[ArtifactRef])
 _v = memory_versions
 _e = memory_entries
 
@@ -157,8 +163,8 @@ class MemoryStore:
                 text=text,
                 tags=tags,
                 reason=req.reason,
-                source_refs=_accumulate(_SOURCE_REFS, current.source_refs, req.source_refs),
-                artifact_refs=_accumulate(_ARTIFACT_REFS, current.artifact_refs, req.artifact_refs),
+                source_refs=_accumulate(SOURCE_REFS, current.source_refs, req.source_refs),
+                artifact_refs=_accumulate(ARTIFACT_REFS, current.artifact_refs, req.artifact_refs),
                 state="active",
                 revision=revision,
             )
@@ -189,8 +195,8 @@ class MemoryStore:
                 text=current.text,
                 tags=json.loads(current.tags),
                 reason=req.reason,
-                source_refs=_SOURCE_REFS.validate_json(current.source_refs),
-                artifact_refs=_ARTIFACT_REFS.validate_json(current.artifact_refs),
+                source_refs=SOURCE_REFS.validate_json(current.source_refs),
+                artifact_refs=ARTIFACT_REFS.validate_json(current.artifact_refs),
                 state="inactive",
                 revision=revision,
             )
@@ -226,7 +232,7 @@ class MemoryStore:
         return _entry(row, revision)
 
     def list(self, req: ListMemoryEntriesRequest) -> MemoryEntryList:
-        after = _decode_cursor(req.cursor) if req.cursor else None
+        after = decode_cursor(req.cursor) if req.cursor else None
         query = (
             select(_v, _e.c.created_revision)
             .join(
@@ -254,7 +260,7 @@ class MemoryStore:
             rows = conn.execute(query).all() if head else []
         page = rows[: req.limit]
         next_cursor = (
-            _encode_cursor(page[-1].created_revision, page[-1].entry_id)
+            encode_cursor(page[-1].created_revision, page[-1].entry_id)
             if len(rows) > req.limit
             else None
         )
@@ -272,7 +278,7 @@ class MemoryStore:
                 select(r)
                 .where(
                     r.c.scope_id == req.scope_id,
-                    r.c.revision > min(req.since_revision, _MAX_REVISION),
+                    r.c.revision > min(req.since_revision, MAX_STORED_INT),
                 )
                 .order_by(r.c.revision)
                 .limit(req.limit)
@@ -285,7 +291,7 @@ class MemoryStore:
                     operation=row.operation,
                     entry_id=row.entry_id,
                     entry_version_id=row.entry_version_id,
-                    created_at=_iso(row.created_at),
+                    created_at=iso_time(row.created_at),
                 )
                 for row in rows
             ],
@@ -448,8 +454,8 @@ class MemoryStore:
             "text": text,
             "tags": canonical_json(tags),
             "reason": reason,
-            "source_refs": _dump_refs(source_refs),
-            "artifact_refs": _dump_refs(artifact_refs),
+            "source_refs": dump_refs(source_refs),
+            "artifact_refs": dump_refs(artifact_refs),
             "content_hash": content_hash(kind, text, tags),
             "state": state,
             "valid_from": revision,
@@ -500,10 +506,6 @@ def _search_text(row: Row[Any]) -> str:
     return row.text + ("\n" + " ".join(tags) if tags else "")
 
 
-def _dump_refs(refs: Sequence[Any]) -> str:
-    return json.dumps([r.model_dump(mode="json") for r in refs], separators=(",", ":"))
-
-
 def _accumulate(adapter: TypeAdapter[Any], stored: str, added: Sequence[Any]) -> list[Any]:
     merged: list[Any] = []
     for ref in [*adapter.validate_json(stored), *added]:
@@ -541,30 +543,6 @@ def _entry(row: Row[Any], revision: int) -> MemoryEntry:
         tags=json.loads(row.tags),
         state=row.state,
         reason=row.reason,
-        source_refs=_SOURCE_REFS.validate_json(row.source_refs),
-        artifact_refs=_ARTIFACT_REFS.validate_json(row.artifact_refs),
+        source_refs=SOURCE_REFS.validate_json(row.source_refs),
+        artifact_refs=ARTIFACT_REFS.validate_json(row.artifact_refs),
     )
-
-
-def _encode_cursor(created_revision: int, entry_id: str) -> str:
-    raw = json.dumps([created_revision, entry_id], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[int, str]:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        value = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-        revision, entry_id = value
-        if type(revision) is not int or not 0 <= revision <= _MAX_REVISION:
-            raise ValueError
-        if not isinstance(entry_id, str):
-            raise ValueError
-        entry_id.encode("utf-8")  # a forged lone surrogate cannot be bound as a parameter
-        return revision, entry_id
-    except (ValueError, TypeError, UnicodeError):
-        raise InvalidRequestError("cursor is not one this server issued") from None
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")

@@ -144,3 +144,67 @@ tokens = Table(
     UniqueConstraint("name", name="uq_tokens_name"),
     **_TABLE_OPTIONS,
 )
+
+# -- Review Inbox and reviewed artifact families (spec 06) ----------------------------------
+
+# Current head of each Experience/Skill artifact; row lock target for approval's target CAS.
+artifact_heads = Table(
+    "artifact_heads",
+    metadata,
+    Column("scope_id", String(256), primary_key=True),
+    Column("family", String(16), primary_key=True),
+    Column("artifact_id", String(128), primary_key=True),
+    Column("revision", Integer, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    **_TABLE_OPTIONS,
+)
+
+# Immutable revisions; ``id`` doubles as the document id in the Experience search index.
+artifact_revisions = Table(
+    "artifact_revisions",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    _scope(),
+    Column("family", String(16), nullable=False),
+    Column("artifact_id", String(128), nullable=False),
+    Column("revision", Integer, nullable=False),
+    Column("content", LongText, nullable=False),
+    Column("source_refs", Text, nullable=False),
+    Column("artifact_refs", Text, nullable=False),
+    Column("candidate_id", String(128), nullable=False),
+    Column("candidate_version", Integer, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    UniqueConstraint("scope_id", "family", "artifact_id", "revision", name="uq_artifact_rev"),
+    **_TABLE_OPTIONS,
+)
+
+candidates = Table(
+    "candidates",
+    metadata,
+    Column("scope_id", String(256), primary_key=True),
+    Column("candidate_id", String(128), primary_key=True),
+    Column("family", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("target", Text, nullable=True),
+    Column("result_artifact", Text, nullable=True),
+    Column("decision_reason", Text, nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Index("ix_candidates_inbox", "scope_id", "status", "created_at", "candidate_id"),
+    **_TABLE_OPTIONS,
+)
+
+candidate_versions = Table(
+    "candidate_versions",
+    metadata,
+    Column("scope_id", String(256), primary_key=True),
+    Column("candidate_id", String(128), primary_key=True),
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("proposal", LongText, nullable=False),
+    Column("source_refs", Text, nullable=False),
+    Column("artifact_refs", Text, nullable=False),
+    Column("reason", Text, nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    **_TABLE_OPTIONS,
+)

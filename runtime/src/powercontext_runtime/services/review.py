@@ -1,0 +1,70 @@
+"""Review operations as every front end sees them (HTTP, MCP, CLI): spec 06.
+
+The review policy is fixed per family, not a setting: Memory writes directly (it never gets
+here), Experience and Skill are created and modified only by approving a candidate.
+"""
+
+from __future__ import annotations
+
+from ..contract.review import (
+    ApproveCandidateRequest,
+    Candidate,
+    CandidateList,
+    ExperienceArtifact,
+    GetArtifactRequest,
+    GetCandidateRequest,
+    ListCandidatesRequest,
+    ProposeExperienceRequest,
+    ProposeSkillRequest,
+    RejectCandidateRequest,
+    ReviseCandidateRequest,
+    SkillArtifact,
+)
+from ..search.analyzer import query_terms
+from ..store.review import ApprovedExperience, ReviewStore
+
+__all__ = ["ReviewService"]
+
+
+class ReviewService:
+    def __init__(self, store: ReviewStore) -> None:
+        self._store = store
+
+    def propose_experience(self, req: ProposeExperienceRequest) -> Candidate:
+        return self._store.propose("experience", req)
+
+    def propose_skill(self, req: ProposeSkillRequest) -> Candidate:
+        return self._store.propose("skill", req)
+
+    def list(self, req: ListCandidatesRequest) -> CandidateList:
+        return self._store.list(req)
+
+    def get(self, req: GetCandidateRequest) -> Candidate:
+        return self._store.get(req)
+
+    def approve(self, req: ApproveCandidateRequest) -> Candidate:
+        return self._store.approve(req)
+
+    def reject(self, req: RejectCandidateRequest) -> Candidate:
+        return self._store.reject(req)
+
+    def revise(self, req: ReviseCandidateRequest) -> Candidate:
+        return self._store.revise(req)
+
+    def get_experience(self, req: GetArtifactRequest) -> ExperienceArtifact:
+        stored = self._store.get_artifact(req.scope_id, "experience", req.artifact)
+        return ExperienceArtifact.model_validate(stored, from_attributes=True)
+
+    def get_skill(self, req: GetArtifactRequest) -> SkillArtifact:
+        stored = self._store.get_artifact(req.scope_id, "skill", req.artifact)
+        return SkillArtifact.model_validate(stored, from_attributes=True)
+
+    def find_experience(self, scope_id: str, query: str, limit: int) -> list[ApprovedExperience]:
+        """Approved Experience heads for a prompt (used by context preparation)."""
+        return self._store.search_experience(scope_id, query_terms(query), limit)
+
+    def reindex(self) -> int:
+        return self._store.reindex_experience()
+
+    def index_is_consistent(self) -> bool:
+        return self._store.experience_index_is_consistent()
