@@ -21,8 +21,20 @@ RETIRE = "/v1/memory/entries/retire"
 CHANGES = "/v1/memory/changes"
 SOURCES = "/v1/sources/content"
 PREPARE = "/v1/context/prepare"
+PROPOSE_EXPERIENCE = "/v1/experience/propose"
+GET_EXPERIENCE = "/v1/experience/get"
+PROPOSE_SKILL = "/v1/skill/propose"
+GET_SKILL = "/v1/skill/get"
+CANDIDATES_LIST = "/v1/artifact-candidates/list"
+CANDIDATES_GET = "/v1/artifact-candidates/get"
+CANDIDATES_APPROVE = "/v1/artifact-candidates/approve"
+CANDIDATES_REJECT = "/v1/artifact-candidates/reject"
+CANDIDATES_REVISE = "/v1/artifact-candidates/revise"
+REVIEW_PATHS = (PROPOSE_EXPERIENCE, GET_EXPERIENCE, PROPOSE_SKILL, GET_SKILL, CANDIDATES_LIST,
+                CANDIDATES_GET, CANDIDATES_APPROVE, CANDIDATES_REJECT, CANDIDATES_REVISE)
 
-POST_PATHS = (REMEMBER, SEARCH, GET, LIST, REVISE, RETIRE, CHANGES, SOURCES, PREPARE)
+POST_PATHS = (REMEMBER, SEARCH, GET, LIST, REVISE, RETIRE, CHANGES, SOURCES, PREPARE,
+              *REVIEW_PATHS)
 
 
 def new_scope(label: str) -> str:
@@ -45,6 +57,7 @@ def citation(revision: int, entry_id: str, version_id: str) -> dict[str, Any]:
 def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
     """A schema-valid body for every POST operation (the citation need not exist)."""
     cited = citation(1, "mem_ent_doesnotexist", "mem_ver_doesnotexist")
+    artifact = {"family": "experience", "artifact_id": "exp_doesnotexist", "revision": 1}
     return {
         REMEMBER: {"scope_id": scope_id, "kind": "fact", "text": "a valid text"},
         SEARCH: {"scope_id": scope_id, "query": "valid query"},
@@ -55,6 +68,27 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
         CHANGES: {"scope_id": scope_id},
         SOURCES: {"scope_id": scope_id, "source_id": "src-1", "content": "captured"},
         PREPARE: {"scope_id": scope_id, "query": "valid query"},
+        PROPOSE_EXPERIENCE: {
+            "scope_id": scope_id,
+            "proposal": {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"},
+            "source_refs": [{"name": "content", "source_id": "src-1"}],
+        },
+        GET_EXPERIENCE: {"scope_id": scope_id, "artifact": artifact},
+        PROPOSE_SKILL: {
+            "scope_id": scope_id,
+            "proposal": {"name": "n", "description": "d", "instructions": "i",
+                         "validation": ["v"]},
+            "source_refs": [{"name": "content", "source_id": "src-1"}],
+        },
+        GET_SKILL: {"scope_id": scope_id, "artifact": {**artifact, "family": "skill"}},
+        CANDIDATES_LIST: {"scope_id": scope_id},
+        CANDIDATES_GET: {"scope_id": scope_id, "candidate_id": "cand_doesnotexist"},
+        CANDIDATES_APPROVE: {"scope_id": scope_id, "candidate_id": "cand_doesnotexist",
+                             "expected_version": 1},
+        CANDIDATES_REJECT: {"scope_id": scope_id, "candidate_id": "cand_doesnotexist",
+                            "expected_version": 1, "decision_reason": "no"},
+        CANDIDATES_REVISE: {"scope_id": scope_id, "candidate_id": "cand_doesnotexist",
+                            "expected_version": 1, "proposal": {"situation": "s"}},
     }
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import PowerContextError
 from ..settings import ConfigError
-from . import admin, context, memory
+from . import admin, context, memory, review
 from .output import fail
 
 
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve_parser(sub)
     memory.add_parser(sub, common)
     context.add_parser(sub, common)
+    review.add_parsers(sub, common)
     admin.add_parsers(sub, common)
     return parser
 

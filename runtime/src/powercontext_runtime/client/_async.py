@@ -28,6 +28,20 @@ from ..contract.memory import (
     SearchMemoryRequest,
     SearchMemoryResponse,
 )
+from ..contract.review import (
+    ApproveCandidateRequest,
+    Candidate,
+    CandidateList,
+    ExperienceArtifact,
+    GetArtifactRequest,
+    GetCandidateRequest,
+    ListCandidatesRequest,
+    ProposeExperienceRequest,
+    ProposeSkillRequest,
+    RejectCandidateRequest,
+    ReviseCandidateRequest,
+    SkillArtifact,
+)
 from ..contract.system import Capabilities, Liveness, Readiness
 from ._common import (
     DEFAULT_TIMEOUT,
@@ -105,6 +119,69 @@ class AsyncPowerContextClient:
         """A small, cited, byte-bounded, untrusted pack for one prompt (never stored)."""
         body = build(PrepareContextRequest, request, fields)
         return await self._send("POST", "/v1/context/prepare", body, PreparedContextResponse)
+
+    async def propose_experience(
+        self, request: ProposeExperienceRequest | None = None, /, **fields: Any
+    ) -> Candidate:
+        """Propose an Experience; it waits in the Review Inbox."""
+        body = build(ProposeExperienceRequest, request, fields)
+        return await self._send("POST", "/v1/experience/propose", body, Candidate)
+
+    async def get_experience(
+        self, request: GetArtifactRequest | None = None, /, **fields: Any
+    ) -> ExperienceArtifact:
+        """Exact re-read of an approved Experience revision."""
+        body = build(GetArtifactRequest, request, fields)
+        return await self._send("POST", "/v1/experience/get", body, ExperienceArtifact)
+
+    async def propose_skill(
+        self, request: ProposeSkillRequest | None = None, /, **fields: Any
+    ) -> Candidate:
+        """Propose a Skill; it waits in the Review Inbox."""
+        body = build(ProposeSkillRequest, request, fields)
+        return await self._send("POST", "/v1/skill/propose", body, Candidate)
+
+    async def get_skill(
+        self, request: GetArtifactRequest | None = None, /, **fields: Any
+    ) -> SkillArtifact:
+        """Exact re-read of an approved Skill revision."""
+        body = build(GetArtifactRequest, request, fields)
+        return await self._send("POST", "/v1/skill/get", body, SkillArtifact)
+
+    async def list_artifact_candidates(
+        self, request: ListCandidatesRequest | None = None, /, **fields: Any
+    ) -> CandidateList:
+        """The Review Inbox (pending by default), in creation order."""
+        body = build(ListCandidatesRequest, request, fields)
+        return await self._send("POST", "/v1/artifact-candidates/list", body, CandidateList)
+
+    async def get_artifact_candidate(
+        self, request: GetCandidateRequest | None = None, /, **fields: Any
+    ) -> Candidate:
+        """A candidate's current or an exact older version."""
+        body = build(GetCandidateRequest, request, fields)
+        return await self._send("POST", "/v1/artifact-candidates/get", body, Candidate)
+
+    async def approve_artifact_candidate(
+        self, request: ApproveCandidateRequest | None = None, /, **fields: Any
+    ) -> Candidate:
+        """Approve exactly ``expected_version``."""
+        body = build(ApproveCandidateRequest, request, fields)
+        return await self._send("POST", "/v1/artifact-candidates/approve", body, Candidate)
+
+    async def reject_artifact_candidate(
+        self, request: RejectCandidateRequest | None = None, /, **fields: Any
+    ) -> Candidate:
+        """Reject ``expected_version`` with a decision reason."""
+        body = build(RejectCandidateRequest, request, fields)
+        return await self._send("POST", "/v1/artifact-candidates/reject", body, Candidate)
+
+    async def revise_artifact_candidate(
+        self, request: ReviseCandidateRequest | None = None, /, **fields: Any
+    ) -> Candidate:
+        """Replace the proposal with a full new pending version."""
+        body = build(ReviseCandidateRequest, request, fields)
+        return await self._send("POST", "/v1/artifact-candidates/revise", body, Candidate)
 
     async def remember_memory(
         self, request: RememberMemoryRequest | None = None, /, **fields: Any

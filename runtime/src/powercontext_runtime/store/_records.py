@@ -39,7 +39,11 @@ def dump_refs(refs: Sequence[BaseModel]) -> str:
 
 
 def iso_time(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+    return (
+        datetime.fromtimestamp(ms / 1000, tz=UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
 
 
 def encode_cursor(position: int, key: str) -> str:
