@@ -306,15 +306,19 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, timeout: 
 
 
 @contextlib.contextmanager
-def local_daemon(database_url: str | None = None, ready_timeout: float = 60) -> Iterator[Target]:
+def local_daemon(
+    database_url: str | None = None, ready_timeout: float = 60, data_dir: Path | None = None
+) -> Iterator[Target]:
     """Run ``powercontext serve`` from this interpreter's environment in a fresh temp dir.
 
     The bench keeps its own small launcher instead of importing ``tests/support/daemon.py``:
     benchmarks must run as plain scripts from the venv, without the test package on sys.path.
     ``POWERCONTEXT_*`` variables are dropped so the caller's config cannot leak into a run.
+    With ``data_dir`` the daemon's home (database, token) is that directory instead and is
+    kept afterwards, so a scope loaded once (minutes at 100k) can be measured again later.
     """
     with tempfile.TemporaryDirectory(prefix="powercontext-bench-") as tmp:
-        home = Path(tmp) / "home"
+        home = Path(data_dir) if data_dir is not None else Path(tmp) / "home"
         log = Path(tmp) / "daemon-stderr.log"
         port = _free_port()
         args = [sys.executable, "-m", "powercontext_runtime.cli.main", "serve",
@@ -329,9 +333,8 @@ def local_daemon(database_url: str | None = None, ready_timeout: float = 60) -> 
             _wait_ready(url, process, log, ready_timeout)
             token = (home / "auth" / "token").read_text().strip()
             backend = "sqlite" if not database_url else database_url.split(":", 1)[0]
-            yield Target(
-                url, token, f"self-started daemon ({backend}, fresh data dir)", process.pid
-            )
+            where = "fresh data dir" if data_dir is None else f"data dir {data_dir}"
+            yield Target(url, token, f"self-started daemon ({backend}, {where})", process.pid)
             if process.poll() is not None:
                 raise BenchError("daemon died during the run:\n" + log.read_text()[-2000:])
         finally:
@@ -346,18 +349,23 @@ def local_daemon(database_url: str | None = None, ready_timeout: float = 60) -> 
 
 @contextlib.contextmanager
 def open_target(
-    url: str | None, token: str | None, database_url: str | None = None
+    url: str | None,
+    token: str | None,
+    database_url: str | None = None,
+    data_dir: Path | None = None,
 ) -> Iterator[Target]:
     """The given base URL (token from ``--token`` or POWERCONTEXT_TOKEN), else a local daemon."""
     if url:
         if database_url:
             raise BenchError("--database-url only applies to a self-started daemon (no --url)")
+        if data_dir:
+            raise BenchError("--data-dir only applies to a self-started daemon (no --url)")
         token = token or os.environ.get("POWERCONTEXT_TOKEN")
         if not token:
             raise BenchError("--url needs --token or POWERCONTEXT_TOKEN")
         yield Target(url.rstrip("/"), token, f"external runtime at {url}")
         return
-    with local_daemon(database_url) as target:
+    with local_daemon(database_url, data_dir=data_dir) as target:
         yield target if token is None else dataclasses.replace(target, token=token)
 
 
@@ -524,6 +532,22 @@ def process_cpu_seconds(pid: int) -> float:
     except (OSError, ValueError, IndexError) as exc:
         raise BenchError(f"cannot read the CPU time of process {pid}: {exc}") from exc
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def system_busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (all cores, ``/proc/stat``, Linux).
+
+    Subtracting the bench's own processes from a delta of this gives the CPU other work used
+    meanwhile: on shared 2-core machines that is what explains a surprising number.
+    """
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+        # cpu user nice system idle iowait irq softirq steal ...: busy = all but idle, iowait.
+        ticks = [int(v) for v in fields[1:9]]
+    except (OSError, ValueError, IndexError) as exc:
+        raise BenchError(f"cannot read /proc/stat: {exc}") from exc
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def log(message: str) -> None:

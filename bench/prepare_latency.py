@@ -38,6 +38,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -234,7 +235,8 @@ class PrepareClient:
             http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         )
         self._conn = connection(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
-        self._path = parts.path.rstrip("/") + PREPARE_PATH
+        self._base = parts.path.rstrip("/")
+        self._path = self._base + PREPARE_PATH
         self._headers = {
             "Authorization": f"Bearer {target.token}",
             "Content-Type": "application/json",
@@ -244,6 +246,14 @@ class PrepareClient:
         """Send one request: (seconds from send to the last byte read, HTTP status, body)."""
         started = time.perf_counter()
         self._conn.request("POST", self._path, body, self._headers)
+        response = self._conn.getresponse()
+        data = response.read()
+        return time.perf_counter() - started, response.status, data
+
+    def get(self, path: str) -> tuple[float, int, bytes]:
+        """A timed GET of ``path`` on the same connection (for the HTTP floor)."""
+        started = time.perf_counter()
+        self._conn.request("GET", self._base + path)
         response = self._conn.getresponse()
         data = response.read()
         return time.perf_counter() - started, response.status, data
@@ -434,6 +444,37 @@ def run_throughput(
     )
 
 
+def measure_floor(
+    target: Target, scope_id: str, prompts: Sequence[Prompt], warmup: int
+) -> dict[str, dict[str, float]]:
+    """What every request costs before any search: the baseline the budgets sit on.
+
+    ``health_live``: GET /health/live (HTTP + framework, no auth, no database).
+    ``prepare_empty_scope``: prepare on a scope that has no memory (auth, body validation, one
+    head-revision query, serialisation of an ``empty`` pack), with the timed short prompts.
+    """
+    live: list[float] = []
+    empty: list[float] = []
+    client = PrepareClient(target)
+    try:
+        for i in range(warmup + len(prompts)):
+            seconds, status, data = client.get("/health/live")
+            if status != 200:
+                raise BenchError(f"/health/live -> HTTP {status}: {data[:300]!r}")
+            if i >= warmup:
+                live.append(seconds)
+        bodies = [encode_request(scope_id, p) for p in prompts]
+        for i, body in enumerate([*bodies[:warmup], *bodies]):
+            seconds, status, data = client.post(body)
+            if check_response(status, data) != "empty":
+                raise BenchError(f"scope {scope_id!r} is not empty")
+            if i >= warmup:
+                empty.append(seconds)
+    finally:
+        client.close()
+    return {"health_live": summarize_ms(live), "prepare_empty_scope": summarize_ms(empty)}
+
+
 @dataclass(slots=True)
 class SizeResult:
     n: int
@@ -479,6 +520,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--token", help="bearer token (default: the started daemon's, or $POWERCONTEXT_TOKEN)"
     )
     p.add_argument("--database-url", help="database for the self-started daemon (sqlite/OceanBase)")
+    p.add_argument(
+        "--data-dir",
+        help="home of the self-started daemon, kept afterwards (default: a temp dir, removed); "
+        "with --scope-id a scope loaded by an earlier run can be measured again",
+    )
     p.add_argument(
         "--daemon-pid",
         type=int,
@@ -571,14 +617,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     scope_id = args.scope_id or f"bench-prepare-s{args.seed}-{time.strftime('%Y%m%dT%H%M%S')}"
     generator = MemoryTextGenerator(args.seed)
     results: list[SizeResult] = []
-    prompts: Prompts | None = None
-    with open_target(args.url, args.token, args.database_url) as opened:
+    # Prompts come from the entries loaded first (the same seed gives the same entries), which
+    # are in the scope at every size.
+    first = MemoryTextGenerator(args.seed).take(min(args.sizes[0], VOCAB_ENTRIES))
+    prompts = make_prompts(args.seed, first, args.samples, args.warmup)
+    data_dir = Path(args.data_dir).resolve() if args.data_dir else None
+    with open_target(args.url, args.token, args.database_url, data_dir) as opened:
         target = opened
         if args.daemon_pid is not None:
             target = Target(opened.url, opened.token, opened.description, args.daemon_pid)
         backend = backend_of(target)
         log(f"prepare_latency: {target.description} ({backend}), scope {scope_id}, "
             f"sizes {args.sizes}, {args.samples} samples per kind")  # fmt: skip
+        floor = measure_floor(target, f"{scope_id}-empty", prompts.short, args.warmup)
+        log(f"  floor: GET /health/live p50 {floor['health_live']['p50']:.2f} ms, prepare on an "
+            f"empty scope p50 {floor['prepare_empty_scope']['p50']:.2f} ms")  # fmt: skip
         loaded = 0
         for n in args.sizes:
             items = generator.take(n - loaded)
@@ -604,11 +657,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     f"scope {scope_id!r} is at revision {head}, expected {loaded} (or {n} to "
                     "reuse it): use a fresh --scope-id"
                 )
-            if loaded == 0:
-                # The first size's entries are in the scope at every size.
-                prompts = make_prompts(args.seed, items[:VOCAB_ENTRIES], args.samples, args.warmup)
             loaded = n
-            assert prompts is not None
             kinds = [
                 time_sequential(target, scope_id, prompts.short, prompts.warm_short),
                 time_sequential(target, scope_id, prompts.long, prompts.warm_long),
@@ -620,7 +669,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 log(f"  N={n:,} {k.kind:5}: p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms, "
                     f"p99 {lat['p99']:.2f} ms; ready {k.ready}/{k.samples}")  # fmt: skip
 
-        assert prompts is not None
         mixed = [p for pair in zip(prompts.short, prompts.long, strict=True) for p in pair]
         bodies = [encode_request(scope_id, p) for p in mixed]
         log(f"  throughput: {args.concurrency} clients for {args.duration:g} s at N={loaded:,}")
@@ -656,6 +704,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "short_prompt_chars": {"min": min(short_chars), "max": max(short_chars)},
             "long_prompt_chars": LONG_PROMPT_CHARS,
         },
+        "floor_ms": floor,
         "sizes": [r.as_json() for r in results],
         "throughput": {"n": loaded, **throughput.as_json()},
         "daemon_memory_kib": final_memory,
@@ -754,6 +803,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         for s in report["sizes"]
     ]  # fmt: skip
     tl = tp["latency_ms"]
+    live, empty = report["floor_ms"]["health_live"], report["floor_ms"]["prepare_empty_scope"]
     cpu = (
         f"; daemon CPU {tp['daemon_cpu_ms_per_request']:.2f} ms/request "
         f"({tp['daemon_cpu_cores_busy']:.2f} cores busy), bench clients "
@@ -787,6 +837,11 @@ def render_markdown(report: dict[str, Any]) -> str:
         "process on the same machine.",
         "",
         markdown_table(["budget (spec 08)", "target", "measured", "verdict"], budget_rows),
+        "",
+        f"Floor, same client at concurrency 1: `GET /health/live` p50 {live['p50']:.2f} ms / "
+        f"p99 {live['p99']:.2f} ms; prepare on an empty scope (auth, validation, one head query, "
+        f"an `empty` pack) p50 {empty['p50']:.2f} ms / p99 {empty['p99']:.2f} ms. Everything "
+        "above that is search and building.",
         "",
         markdown_table(
             ["N", "prompts", "samples", "p50 ms", "p95 ms", "p99 ms", "max ms", "answers"],

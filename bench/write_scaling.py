@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -38,9 +39,11 @@ from _common import (
     machine_facts,
     markdown_table,
     open_target,
+    process_cpu_seconds,
     remember,
     replace_section,
     summarize_ms,
+    system_busy_cpu_seconds,
 )
 
 SECTION = "write-scaling"
@@ -52,22 +55,35 @@ DEFAULT_SIZES = "1000,100000"
 DEFAULT_SAMPLES = 200
 SMOKE_SIZES = "50,200"
 SMOKE_SAMPLES = 20
+NOISY_CORES = 0.25  # other processes using more than this while timing taints the numbers
+
+
+@dataclass(slots=True)
+class Timing:
+    """One timed phase: latencies plus where the CPU went meanwhile (None when unknowable)."""
+
+    durations: list[float]
+    revision: int
+    daemon_cpu_ms_per_write: float | None
+    background_cores: float | None
 
 
 @dataclass(slots=True)
 class SizeResult:
     n: int
     n_after: int
-    samples: int
     latency_ms: dict[str, float]
+    timing: Timing
     load: LoadStats
 
     def as_json(self) -> dict[str, Any]:
         return {
             "n": self.n,
             "n_after": self.n_after,
-            "samples": self.samples,
+            "samples": len(self.timing.durations),
             "latency_ms": self.latency_ms,
+            "daemon_cpu_ms_per_write": self.timing.daemon_cpu_ms_per_write,
+            "background_cores": self.timing.background_cores,
             "load": {
                 "entries": self.load.entries,
                 "seconds": round(self.load.seconds, 3),
@@ -123,24 +139,48 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _cpu_snapshot(daemon_pid: int | None) -> tuple[float, float, float] | None:
+    """(machine busy, this process, daemon) CPU seconds; None off Linux or without a pid."""
+    if daemon_pid is None:
+        return None
+    try:
+        return (
+            system_busy_cpu_seconds(),
+            process_cpu_seconds(os.getpid()),
+            process_cpu_seconds(daemon_pid),
+        )
+    except BenchError:
+        return None
+
+
 def time_remembers(
     target: Target, scope_id: str, warmup: list[MemoryItem], timed: list[MemoryItem]
-) -> tuple[list[float], int]:
-    """Sequential remembers on one keep-alive connection; durations and the final revision.
+) -> Timing:
+    """Sequential remembers on one keep-alive connection.
 
     Only the request/response round trip is inside the timer; decoding the JSON is not.
+    For a local daemon it also records the daemon's CPU per write (server cost without the
+    client) and the cores other processes used meanwhile: on a shared machine, that is the
+    difference between "the runtime got slower at large N" and "someone else was busy".
     """
     durations: list[float] = []
     last = None
     with target.client() as client:
         for item in warmup:
             remember(client, scope_id, item)
+        before, wall = _cpu_snapshot(target.pid), time.perf_counter()
         for item in timed:
             started = time.perf_counter()
             last = remember(client, scope_id, item)
             durations.append(time.perf_counter() - started)
+        after, wall = _cpu_snapshot(target.pid), time.perf_counter() - wall
     revision = int(last.json()["memory"]["revision"]) if last is not None else 0
-    return durations, revision
+    daemon_ms = background = None
+    if before is not None and after is not None:
+        busy, own, daemon = (a - b for a, b in zip(after, before, strict=True))
+        daemon_ms = round(daemon * 1000 / len(timed), 3)
+        background = round(max(0.0, busy - own - daemon) / wall, 3)
+    return Timing(durations, revision, daemon_ms, background)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -159,24 +199,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             log(f"  loaded {len(items)} entries in {stats.seconds:.1f} s "
                 f"({stats.per_second:.0f}/s, {stats.retries} busy retries); N = {n}")  # fmt: skip
             warmup, timed = generator.take(WARMUP), generator.take(args.samples)
-            durations, revision = time_remembers(target, scope_id, warmup, timed)
+            timing = time_remembers(target, scope_id, warmup, timed)
             loaded += WARMUP + args.samples
-            if revision != loaded:
+            if timing.revision != loaded:
                 # Revisions count writes to the scope: a mismatch means it was not empty.
                 raise BenchError(
-                    f"scope {scope_id!r} is at revision {revision}, expected {loaded}: "
+                    f"scope {scope_id!r} is at revision {timing.revision}, expected {loaded}: "
                     "use a fresh --scope-id so N is what the report says"
                 )
-            result = SizeResult(n, loaded, len(durations), summarize_ms(durations), stats)
-            results.append(result)
-            lat = result.latency_ms
+            lat = summarize_ms(timing.durations)
+            results.append(SizeResult(n, loaded, lat, timing, stats))
             log(f"  N={n}: p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms, "
-                f"p99 {lat['p99']:.2f} ms, mean {lat['mean']:.2f} ms")  # fmt: skip
+                f"p99 {lat['p99']:.2f} ms, mean {lat['mean']:.2f} ms; daemon CPU "
+                f"{timing.daemon_cpu_ms_per_write} ms/write; "
+                f"other load {timing.background_cores} cores")  # fmt: skip
         description = target.description
 
     smallest, largest = results[0], results[-1]
     ratio = largest.latency_ms["p50"] / smallest.latency_ms["p50"]
     worst_p50 = max(r.latency_ms["p50"] for r in results)
+    cpu_small = smallest.timing.daemon_cpu_ms_per_write
+    cpu_large = largest.timing.daemon_cpu_ms_per_write
+    # Daemon CPU per write barely moves when other processes compete for the cores, unlike
+    # wall-clock latency: a second, noise-resistant view of the same scaling question.
+    cpu_ratio = round(cpu_large / cpu_small, 3) if cpu_small and cpu_large else None
     return {
         "benchmark": "write_scaling",
         "machine": facts,
@@ -193,6 +239,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         },
         "sizes": [r.as_json() for r in results],
         "ratio_p50": round(ratio, 3),
+        "ratio_daemon_cpu": cpu_ratio,
         "budgets": {
             "applicable": tuple(args.sizes) == BUDGET_SIZES,
             "ratio_max": BUDGET_RATIO,
@@ -205,6 +252,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _verdict(ok: bool) -> str:
     return "met" if ok else "**missed**"
+
+
+def _maybe(value: float | None, fmt: str) -> str:
+    return "n/a" if value is None else fmt.format(value)
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -227,11 +278,14 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{s['n']:,}",
             s["samples"],
             *(f"{s['latency_ms'][k]:.2f}" for k in ("p50", "p95", "p99", "mean")),
+            _maybe(s["daemon_cpu_ms_per_write"], "{:.2f}"),
+            _maybe(s["background_cores"], "{:.2f}"),
             f"{s['load']['entries']:,} in {s['load']['seconds']:.1f} s "
             f"= {s['load']['per_second']:,.0f}/s",
         ]
         for s in sizes
     ]
+    noisy = [s for s in sizes if (s["background_cores"] or 0) > NOISY_CORES]
     lines = [
         "## Remember write scaling (P4)",
         "",
@@ -246,12 +300,21 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"{cfg['loader_concurrency']} concurrent keep-alive clients; per size {cfg['warmup']} "
         f"warm-up + {cfg['samples']} timed sequential remembers (concurrency 1, keep-alive), "
         "each a new distinct entry",
+        "- Daemon CPU ms/write: the daemon's user+system CPU during the timed writes divided by "
+        "their number; other load: cores used by other processes meanwhile (`/proc`)",
         "",
     ]
     if not budgets["applicable"]:
         lines += ["Budgets are defined for N = 1,000 vs 100,000; these sizes differ.", ""]
+    if noisy:
+        which = ", ".join(f"N={s['n']:,}: {s['background_cores']:.2f}" for s in noisy)
+        lines += [f"**Noisy run**: other processes used CPU cores while timing ({which}); "
+                  "compare the daemon CPU per write, or rerun on a quiet machine.", ""]  # fmt: skip
     lines += [
         markdown_table(["budget (spec 08 P4)", "target", "measured", "verdict"], budget_rows),
+        "",
+        f"Daemon CPU per write, N={large['n']:,} / N={small['n']:,} (informational, less "
+        f"sensitive to other load than latency): {_maybe(report['ratio_daemon_cpu'], '{:.2f}')}",
         "",
         markdown_table(
             [
@@ -261,6 +324,8 @@ def render_markdown(report: dict[str, Any]) -> str:
                 "p95 ms",
                 "p99 ms",
                 "mean ms",
+                "daemon CPU ms/write",
+                "other load (cores)",
                 "load up to N (HTTP)",
             ],
             size_rows,
