@@ -21,6 +21,7 @@ RETIRE = "/v1/memory/entries/retire"
 CHANGES = "/v1/memory/changes"
 SOURCES = "/v1/sources/content"
 PREPARE = "/v1/context/prepare"
+FLUSH = "/v1/memory/flush"
 PROPOSE_EXPERIENCE = "/v1/experience/propose"
 GET_EXPERIENCE = "/v1/experience/get"
 PROPOSE_SKILL = "/v1/skill/propose"
@@ -33,7 +34,7 @@ CANDIDATES_REVISE = "/v1/artifact-candidates/revise"
 REVIEW_PATHS = (PROPOSE_EXPERIENCE, GET_EXPERIENCE, PROPOSE_SKILL, GET_SKILL, CANDIDATES_LIST,
                 CANDIDATES_GET, CANDIDATES_APPROVE, CANDIDATES_REJECT, CANDIDATES_REVISE)
 
-POST_PATHS = (REMEMBER, SEARCH, GET, LIST, REVISE, RETIRE, CHANGES, SOURCES, PREPARE,
+POST_PATHS = (REMEMBER, SEARCH, GET, LIST, REVISE, RETIRE, CHANGES, SOURCES, PREPARE, FLUSH,
               *REVIEW_PATHS)
 
 
@@ -68,6 +69,7 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
         CHANGES: {"scope_id": scope_id},
         SOURCES: {"scope_id": scope_id, "source_id": "src-1", "content": "captured"},
         PREPARE: {"scope_id": scope_id, "query": "valid query"},
+        FLUSH: {"scope_id": scope_id},
         PROPOSE_EXPERIENCE: {
             "scope_id": scope_id,
             "proposal": {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"},

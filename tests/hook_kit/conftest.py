@@ -42,7 +42,7 @@ SPEC_OUTCOMES = {
     "invalid_response",
     "receipt_rejected",
 }
-DEBUG_OUTCOMES = {"injected", "captured"}
+DEBUG_OUTCOMES = {"injected", "captured", "flushed"}
 
 _ISOLATED_PREFIXES = ("POWERCONTEXT_", "CLAUDE_PLUGIN_", "PLUGIN_", "GIT_")
 

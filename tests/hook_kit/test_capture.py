@@ -170,3 +170,26 @@ def test_lone_surrogates_from_the_host_do_not_break_the_hook(
     run = run_in_process(raw, env)
     assert run.injected() == PACK
     assert stub.requests[0].json()["query"] == "broken ? text"
+
+
+FLUSH = "/v1/memory/flush"
+
+
+def test_flush_after_capture_is_opt_in(stub: StubRuntime, env: dict[str, str]) -> None:
+    stub.replies[FLUSH] = Reply(200, b'{"status":"processed"}')
+    run_in_process(event(prompt="remember: deploys need a green build"), env)
+    assert stub.paths() == [PREPARE, CAPTURE]
+    run = run_in_process(event(prompt="remember: tag releases"),
+                         {**env, "POWERCONTEXT_FLUSH_AFTER_CAPTURE": "yes"})
+    assert stub.paths()[2:] == [PREPARE, CAPTURE, FLUSH]
+    assert stub.requests[-1].json() == {"scope_id": SCOPE}
+    assert run.injected() == PACK
+    assert run.outcome("memory_flush") is None  # success is silent without debug
+
+
+def test_a_failing_flush_costs_only_a_diagnostic(stub: StubRuntime, env: dict[str, str]) -> None:
+    stub.replies[FLUSH] = Reply(503, b'{"error":{"code":"extraction_unavailable"}}')
+    run = run_in_process(event(), {**env, "POWERCONTEXT_FLUSH_AFTER_CAPTURE": "1"})
+    assert run.injected() == PACK
+    assert run.outcome("memory_flush") == "server_unavailable"
+    assert run.outcome("source_capture") is None

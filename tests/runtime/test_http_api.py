@@ -54,7 +54,7 @@ def test_openapi_is_served_and_strict(api: TestClient) -> None:
             "get_readiness", "prepare_context", "propose_experience", "get_experience",
             "propose_skill", "get_skill", "list_artifact_candidates", "get_artifact_candidate",
             "approve_artifact_candidate", "reject_artifact_candidate",
-            "revise_artifact_candidate"} == operation_ids
+            "revise_artifact_candidate", "flush_memory"} == operation_ids
     for name, schema in document["components"]["schemas"].items():
         if schema.get("type") == "object" and name.endswith("Request"):
             assert schema.get("additionalProperties") is False, name
@@ -65,7 +65,7 @@ def test_capabilities_report_what_this_build_serves(api: TestClient) -> None:
     assert body["artifact_families"] == ["memory", "experience", "skill"]
     assert body["search_modes"] == ["auto", "fts"]
     assert body["source_types"] == ["content"]
-    assert body["memory_extraction"] is False
+    assert body["memory_extraction"] is True
 
 
 @pytest.mark.parametrize("path", sorted(POST_OPERATIONS))

@@ -10,13 +10,18 @@ import logging
 from dataclasses import dataclass
 
 from .context.builder import PreparedContextBuilder
+from .extraction import Extractor
+from .extraction.directives import DirectivesExtractor
+from .extraction.openai_compatible import OpenAICompatibleExtractor
 from .search.analyzer import document_terms
 from .services.auth import Authenticator, ensure_local_token
 from .services.context import ContextService
+from .services.flush import FlushService
 from .services.memory import MemoryService
 from .services.review import ReviewService
 from .settings import Settings
 from .store.database import Database
+from .store.flush import FlushStore
 from .store.memory import MemoryStore
 from .store.review import ReviewStore
 from .store.sources import SourceStore
@@ -34,6 +39,7 @@ class Runtime:
     memory: MemoryService
     review: ReviewService
     context: ContextService
+    flush: FlushService
     sources: SourceStore
     tokens: TokenStore
     authenticator: Authenticator
@@ -45,7 +51,8 @@ class Runtime:
             settings.home.mkdir(parents=True, exist_ok=True)
         db = Database(settings.database_url)
         tokens = TokenStore(db)
-        memory = MemoryService(MemoryStore(db, document_terms))
+        memory_store = MemoryStore(db, document_terms)
+        memory = MemoryService(memory_store)
         review = ReviewService(ReviewStore(db, document_terms))
         runtime = cls(
             settings=settings,
@@ -53,6 +60,7 @@ class Runtime:
             memory=memory,
             review=review,
             context=ContextService(memory, review, PreparedContextBuilder()),
+            flush=FlushService(FlushStore(db, memory_store), _extractor(settings)),
             sources=SourceStore(db),
             tokens=tokens,
             authenticator=Authenticator(tokens),
@@ -96,3 +104,15 @@ class Runtime:
 
     def close(self) -> None:
         self.db.dispose()
+
+
+def _extractor(settings: Settings) -> Extractor:
+    if settings.extractor == "openai-compatible":
+        assert settings.extractor_base_url and settings.extractor_model  # Settings.validate
+        return OpenAICompatibleExtractor(
+            settings.extractor_base_url,
+            settings.extractor_model,
+            settings.extractor_api_key,
+            settings.extractor_timeout,
+        )
+    return DirectivesExtractor()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -45,6 +45,16 @@ def read_token_file(path: Path) -> str | None:
     return value or None
 
 
+def _positive_float(value: object, name: str, *, allow_zero: bool = False) -> float:
+    try:
+        number = float(str(value))
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds") from None
+    if number < 0 or (number == 0 and not allow_zero) or number != number:
+        raise ConfigError(f"{name} must be a positive number of seconds")
+    return number
+
+
 def default_home(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get("POWERCONTEXT_HOME"):
@@ -62,6 +72,12 @@ class Settings:
     max_body_bytes: int = MAX_BODY_BYTES_DEFAULT
     log_format: Literal["json", "console"] = "json"
     log_level: str = "INFO"
+    extractor: Literal["directives", "openai-compatible"] = "directives"
+    extractor_base_url: str | None = None
+    extractor_model: str | None = None
+    extractor_timeout: float = 20.0
+    extractor_api_key: str | None = field(default=None, repr=False)
+    flush_interval: float = 0.0
 
     @property
     def token_file(self) -> Path:
@@ -117,7 +133,25 @@ class Settings:
         log_format = str(pick("log_format", "POWERCONTEXT_LOG_FORMAT", "json")).lower()
         if log_format not in ("json", "console"):
             raise ConfigError("POWERCONTEXT_LOG_FORMAT must be 'json' or 'console'")
+        extractor = str(pick("extractor", "POWERCONTEXT_EXTRACTOR", "directives")).lower()
+        if extractor not in ("directives", "openai-compatible"):
+            raise ConfigError("POWERCONTEXT_EXTRACTOR must be 'directives' or 'openai-compatible'")
+        base_url = pick("extractor_base_url", "POWERCONTEXT_EXTRACTOR_BASE_URL", None)
+        model = pick("extractor_model", "POWERCONTEXT_EXTRACTOR_MODEL", None)
         settings = cls(
+            extractor=extractor,  # type: ignore[arg-type]
+            extractor_base_url=None if base_url is None else str(base_url),
+            extractor_model=None if model is None else str(model),
+            extractor_timeout=_positive_float(
+                pick("extractor_timeout", "POWERCONTEXT_EXTRACTOR_TIMEOUT", 20.0),
+                "POWERCONTEXT_EXTRACTOR_TIMEOUT",
+            ),
+            extractor_api_key=env.get("POWERCONTEXT_EXTRACTOR_API_KEY") or None,
+            flush_interval=_positive_float(
+                pick("flush_interval", "POWERCONTEXT_FLUSH_INTERVAL", 0.0),
+                "POWERCONTEXT_FLUSH_INTERVAL",
+                allow_zero=True,
+            ),
             home=home,
             database_url=database_url,
             host=str(pick("host", "POWERCONTEXT_HOST", DEFAULT_HOST)),
@@ -148,6 +182,14 @@ class Settings:
             )
         if self.max_body_bytes < 1024:
             raise ConfigError("the body size limit must be at least 1024 bytes")
+        if self.extractor == "openai-compatible":
+            if not self.extractor_model or not self.extractor_base_url:
+                raise ConfigError(
+                    "the openai-compatible extractor needs POWERCONTEXT_EXTRACTOR_BASE_URL "
+                    "and POWERCONTEXT_EXTRACTOR_MODEL"
+                )
+            if not self.extractor_base_url.startswith(("http://", "https://")):
+                raise ConfigError("POWERCONTEXT_EXTRACTOR_BASE_URL must be an http(s) URL")
 
     def with_changes(self, **changes: object) -> Settings:
         updated = replace(self, **changes)  # type: ignore[arg-type]

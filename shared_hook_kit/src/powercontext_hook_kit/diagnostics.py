@@ -28,7 +28,9 @@ __all__ = [
     "outcome_for",
 ]
 
-Event = Literal["context_prepare", "source_capture", "context_bootstrap", "bootstrap_receipt"]
+Event = Literal[
+    "context_prepare", "source_capture", "memory_flush", "context_bootstrap", "bootstrap_receipt"
+]
 
 Outcome = Literal[
     "skipped",
@@ -42,15 +44,16 @@ Outcome = Literal[
     "receipt_rejected",
     "injected",
     "captured",
+    "flushed",
 ]
 
-#: Every outcome a line can carry. The first nine are spec 07's closed set; ``injected`` and
-#: ``captured`` describe success and are only ever written when debugging is on.
+#: Every outcome a line can carry. The first nine are spec 07's closed set; ``injected``,
+#: ``captured`` and ``flushed`` describe success and are only ever written when debugging is on.
 OUTCOMES: frozenset[str] = frozenset(Outcome.__args__)  # type: ignore[attr-defined]
 
 #: Outcomes that are normal operation, so they are silent unless debugging: a successful
 #: injection or capture, and a feature the user switched off (one line per prompt would be noise).
-DEBUG_ONLY_OUTCOMES: frozenset[str] = frozenset({"injected", "captured", "disabled"})
+DEBUG_ONLY_OUTCOMES: frozenset[str] = frozenset({"injected", "captured", "flushed", "disabled"})
 
 LOG_FILE_NAME = "diagnostics.log"
 _LOG_MAX_BYTES = 256 * 1024

@@ -22,6 +22,7 @@ from .transport import Deadline, HttpOutcome, HttpResponse, post_json
 
 __all__ = [
     "CAPTURE_PATH",
+    "FLUSH_PATH",
     "PREPARE_PATH",
     "QUERY_MAX_CHARS",
     "SOURCE_CONTENT_MAX_CHARS",
@@ -31,6 +32,7 @@ __all__ = [
 
 PREPARE_PATH = "/v1/context/prepare"
 CAPTURE_PATH = "/v1/sources/content"
+FLUSH_PATH = "/v1/memory/flush"
 QUERY_MAX_CHARS = 8192
 SOURCE_CONTENT_MAX_CHARS = 200_000
 #: Stay under the runtime's default 1 MiB request limit even for escape-heavy prompts.
@@ -166,8 +168,29 @@ def _capture(
         diagnostics.record(
             "source_capture", "captured", http_status=202, duration_ms=_elapsed_ms(start)
         )
+        if settings.flush_after_capture:
+            _flush(scope_id, settings, diagnostics, deadline)
         return
     _fail("source_capture", result, diagnostics, start)
+
+
+def _flush(
+    scope_id: str, settings: HookSettings, diagnostics: Diagnostics, deadline: Deadline
+) -> None:
+    """Opt-in: let the runtime turn the captured prompt into Memory right away.
+
+    Runs within what is left of the hook's deadline; a slow extractor only costs a diagnostic
+    line (the capture is already journaled, so a later flush still processes it).
+    """
+    start = time.monotonic()
+    body = msgspec.json.encode({"scope_id": scope_id})
+    result = post_json(settings.endpoint, FLUSH_PATH, body, token=settings.token, deadline=deadline)
+    if isinstance(result, HttpResponse) and result.status == 200:
+        diagnostics.record(
+            "memory_flush", "flushed", http_status=200, duration_ms=_elapsed_ms(start)
+        )
+        return
+    _fail("memory_flush", result, diagnostics, start)
 
 
 def user_prompt_submit(

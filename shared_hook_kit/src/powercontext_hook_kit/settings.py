@@ -240,6 +240,7 @@ _KEYS: dict[str, Callable[[object, str], Any]] = {
     "scope_id": _as_scope,
     "bootstrap": _as_bool,
     "capture_prompts": _as_bool,
+    "flush_after_capture": _as_bool,
     "max_bytes": _as_int(512, 32768),
     "bootstrap_max_bytes": _as_int(512, 8192),
     "deadline_seconds": _as_seconds,
@@ -256,6 +257,7 @@ class HookSettings(msgspec.Struct, frozen=True):
     scope_id: str | None
     bootstrap: bool
     capture_prompts: bool
+    flush_after_capture: bool
     max_bytes: int
     bootstrap_max_bytes: int
     deadline_seconds: float
@@ -306,6 +308,7 @@ class HookSettings(msgspec.Struct, frozen=True):
             scope_id=pick("scope_id", None),
             bootstrap=pick("bootstrap", False),
             capture_prompts=pick("capture_prompts", True),
+            flush_after_capture=pick("flush_after_capture", False),
             max_bytes=pick("max_bytes", 8000),
             bootstrap_max_bytes=pick("bootstrap_max_bytes", 4096),
             deadline_seconds=pick("deadline_seconds", 2.0),
@@ -316,6 +319,7 @@ class HookSettings(msgspec.Struct, frozen=True):
             f"HookSettings(host={self.host!r}, url={self.url!r}, token="
             f"{'<set>' if self.token else None}, scope_id={'<set>' if self.scope_id else None}, "
             f"bootstrap={self.bootstrap}, capture_prompts={self.capture_prompts}, "
+            f"flush_after_capture={self.flush_after_capture}, "
             f"max_bytes={self.max_bytes}, bootstrap_max_bytes={self.bootstrap_max_bytes}, "
             f"deadline_seconds={self.deadline_seconds})"
         )

@@ -72,6 +72,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--remove", action="append", default=[])
     p.set_defaults(handler=_tag)
 
+    p = verb("flush", "turn captured prompts into Memory (the configured extractor)")
+    p.add_argument("--max-sources", type=int, default=100)
+    p.set_defaults(handler=_flush)
+
     p = verb("changes", "revision summaries since a revision")
     p.add_argument("--since", type=int, default=0)
     p.add_argument("--limit", type=int, default=100)
@@ -195,4 +199,16 @@ def _changes(args: argparse.Namespace) -> int:
         for c in result.changes
     ] or ["no changes"]
     emit(result, as_json=args.json, human="\n".join(lines))
+    return 0
+
+
+def _flush(args: argparse.Namespace) -> int:
+    with scoped_client(args) as client:
+        result = client.flush_memory(scope_id=args.scope, max_sources=args.max_sources)
+    human = (
+        f"{result.status}: {result.processed_source_count} sources "
+        f"(cursor {result.previous_cursor} → {result.current_cursor} of "
+        f"{result.high_watermark})"
+    )
+    emit(result, as_json=args.json, human=human)
     return 0

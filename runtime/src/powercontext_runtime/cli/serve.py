@@ -12,6 +12,7 @@ import uvicorn
 from ..composition import Runtime
 from ..http import create_app
 from ..logs import configure_logging
+from ..services.flush import PeriodicFlush
 from ..settings import Settings
 
 _log = logging.getLogger("powercontext.serve")
@@ -49,7 +50,15 @@ def run(args: argparse.Namespace) -> int:
         # disposition that kills the process (exit -15) before the pool below is closed. This
         # handler only asks the server to stop, so SIGTERM ends in a clean exit 0.
         signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
-        server.run()
+        periodic = None
+        if settings.flush_interval > 0:
+            periodic = PeriodicFlush(runtime.flush, settings.flush_interval)
+            periodic.start()
+        try:
+            server.run()
+        finally:
+            if periodic is not None:
+                periodic.stop()
     finally:
         runtime.close()
     return 0

@@ -12,6 +12,7 @@ import httpx
 from pydantic import BaseModel
 
 from ..contract.context import PrepareContextRequest, PreparedContextResponse
+from ..contract.flush import FlushMemoryRequest, FlushMemoryResponse
 from ..contract.memory import (
     CaptureSourceRequest,
     CaptureSourceResponse,
@@ -182,6 +183,13 @@ class PowerContextClient:
         """Replace the proposal with a full new pending version."""
         body = build(ReviseCandidateRequest, request, fields)
         return self._send("POST", "/v1/artifact-candidates/revise", body, Candidate)
+
+    def flush_memory(
+        self, request: FlushMemoryRequest | None = None, /, **fields: Any
+    ) -> FlushMemoryResponse:
+        """Turn the next window of captured sources into Memory."""
+        body = build(FlushMemoryRequest, request, fields)
+        return self._send("POST", "/v1/memory/flush", body, FlushMemoryResponse)
 
     def remember_memory(
         self, request: RememberMemoryRequest | None = None, /, **fields: Any

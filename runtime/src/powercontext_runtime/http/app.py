@@ -9,6 +9,7 @@ from fastapi.openapi.utils import get_openapi
 
 from .. import __version__
 from ..composition import Runtime
+from ..mcp import McpEndpoint
 from .errors import install_error_handlers
 from .middleware import RequestMiddleware
 from .review_routes import review_router
@@ -24,18 +25,24 @@ _DESCRIPTION = (
 
 
 def create_app(runtime: Runtime) -> FastAPI:
+    # MCP (spec 03 § MCP): the SDK's Streamable HTTP session manager runs in the app lifespan.
+    mcp = McpEndpoint(runtime, max_body_bytes=runtime.settings.max_body_bytes)
     app = FastAPI(
         title="PowerContext Runtime",
         version=__version__,
         description=_DESCRIPTION,
         docs_url=None,
         redoc_url=None,
+        lifespan=mcp.lifespan,
     )
     app.state.runtime = runtime
     app.openapi = lambda: _openapi_with_security(app)  # type: ignore[method-assign]
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(review_router)
+    # MCP at exactly /mcp as a raw ASGI route (a Mount would redirect /mcp to /mcp/), kept out
+    # of the OpenAPI document; RequestMiddleware below authenticates it like every route.
+    app.add_route("/mcp", mcp, include_in_schema=False)
     # FastAPI includes routers lazily, so ``app.routes`` alone does not list the router's
     # paths; without them every request would be logged as "<unmatched>".
     known = frozenset(

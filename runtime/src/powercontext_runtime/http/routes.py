@@ -12,6 +12,7 @@ from fastapi import APIRouter, Request
 
 from ..composition import Runtime
 from ..contract.context import PrepareContextRequest, PreparedContextResponse
+from ..contract.flush import FlushMemoryRequest, FlushMemoryResponse
 from ..contract.memory import (
     CaptureSourceRequest,
     CaptureSourceResponse,
@@ -91,7 +92,7 @@ def get_capabilities() -> Capabilities:
         artifact_families=["memory", "experience", "skill"],
         source_types=["content"],
         search_modes=["auto", "fts"],
-        memory_extraction=False,
+        memory_extraction=True,
     )
 
 
@@ -165,6 +166,17 @@ def retire_memory_entry(body: RetireMemoryEntryRequest, request: Request) -> Mem
 )
 def list_memory_changes(body: ListMemoryChangesRequest, request: Request) -> MemoryChanges:
     return scoped_runtime(request, body.scope_id).memory.changes(body)
+
+
+@router.post(
+    "/v1/memory/flush",
+    operation_id="flush_memory",
+    tags=["memory"],
+    responses=error_responses(401, 403, 409, 413, 422, 503),
+)
+def flush_memory(body: FlushMemoryRequest, request: Request) -> FlushMemoryResponse:
+    """Turn the next window of captured sources into Memory (cursor and entries commit together)."""
+    return scoped_runtime(request, body.scope_id).flush.flush(body)
 
 
 @router.post(

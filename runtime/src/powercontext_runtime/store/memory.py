@@ -84,62 +84,62 @@ class MemoryStore:
     # -- writes ----------------------------------------------------------------------------
 
     def remember(self, req: RememberMemoryRequest) -> MemoryWriteResult:
-        digest = content_hash(req.kind, req.text, req.tags)
+        return self._db.write(lambda conn: self.remember_in(conn, req))
 
-        def work(conn: Connection) -> MemoryWriteResult:
-            head = self._lock_head(conn, req.scope_id)
-            if req.expected_revision is not None and req.expected_revision != head:
-                raise ConflictError(
-                    "the memory head moved; re-read it and retry",
-                    code="revision_conflict",
-                    details={"current": _ref_json(head)},
-                )
-            duplicate = conn.execute(
-                select(_e.c.current_version_id)
-                .where(
-                    _e.c.scope_id == req.scope_id,
-                    _e.c.content_hash == digest,
-                    _e.c.state == "active",
-                )
-                .limit(1)
-            ).first()
-            if duplicate is not None:
-                row = self._version_row(conn, req.scope_id, duplicate[0])
-                return MemoryWriteResult(memory=MemoryRef.at(head), entry=_entry(row, head))
-            revision = head + 1
-            entry_id = new_id("mem_ent_")
-            row = self._insert_version(
-                conn,
+    def remember_in(self, conn: Connection, req: RememberMemoryRequest) -> MemoryWriteResult:
+        """``remember`` inside a caller's write transaction (flush commits it with its cursor)."""
+        digest = content_hash(req.kind, req.text, req.tags)
+        head = self._lock_head(conn, req.scope_id)
+        if req.expected_revision is not None and req.expected_revision != head:
+            raise ConflictError(
+                "the memory head moved; re-read it and retry",
+                code="revision_conflict",
+                details={"current": _ref_json(head)},
+            )
+        duplicate = conn.execute(
+            select(_e.c.current_version_id)
+            .where(
+                _e.c.scope_id == req.scope_id,
+                _e.c.content_hash == digest,
+                _e.c.state == "active",
+            )
+            .limit(1)
+        ).first()
+        if duplicate is not None:
+            row = self._version_row(conn, req.scope_id, duplicate[0])
+            return MemoryWriteResult(memory=MemoryRef.at(head), entry=_entry(row, head))
+        revision = head + 1
+        entry_id = new_id("mem_ent_")
+        row = self._insert_version(
+            conn,
+            scope_id=req.scope_id,
+            entry_id=entry_id,
+            version=1,
+            kind=req.kind,
+            text=req.text,
+            tags=req.tags,
+            reason=req.reason,
+            source_refs=req.source_refs,
+            artifact_refs=req.artifact_refs,
+            state="active",
+            revision=revision,
+        )
+        conn.execute(
+            insert(_e).values(
                 scope_id=req.scope_id,
                 entry_id=entry_id,
-                version=1,
-                kind=req.kind,
-                text=req.text,
-                tags=req.tags,
-                reason=req.reason,
-                source_refs=req.source_refs,
-                artifact_refs=req.artifact_refs,
+                created_revision=revision,
+                current_version_id=row.entry_version_id,
+                current_version=1,
                 state="active",
-                revision=revision,
+                content_hash=digest,
             )
-            conn.execute(
-                insert(_e).values(
-                    scope_id=req.scope_id,
-                    entry_id=entry_id,
-                    created_revision=revision,
-                    current_version_id=row.entry_version_id,
-                    current_version=1,
-                    state="active",
-                    content_hash=digest,
-                )
-            )
-            self._commit_revision(conn, req.scope_id, revision, "remember", row)
-            self._db.fulltext.add(
-                conn, "memory", req.scope_id, row.id, self._analyze(_search_text(row))
-            )
-            return MemoryWriteResult(memory=MemoryRef.at(revision), entry=_entry(row, revision))
-
-        return self._db.write(work)
+        )
+        self._commit_revision(conn, req.scope_id, revision, "remember", row)
+        self._db.fulltext.add(
+            conn, "memory", req.scope_id, row.id, self._analyze(_search_text(row))
+        )
+        return MemoryWriteResult(memory=MemoryRef.at(revision), entry=_entry(row, revision))
 
     def revise(self, req: ReviseMemoryEntryRequest) -> MemoryWriteResult:
         def work(conn: Connection) -> MemoryWriteResult:

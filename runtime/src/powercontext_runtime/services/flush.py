@@ -1,0 +1,106 @@
+"""``flush_memory``: captured sources → extractor → Memory, cursor and entries in one commit."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from pydantic import ValidationError
+
+from ..contract.common import SourceRef
+from ..contract.flush import FlushMemoryRequest, FlushMemoryResponse
+from ..contract.memory import RememberMemoryRequest
+from ..errors import PowerContextError
+from ..extraction import Extractor
+from ..store.flush import FlushStore
+
+__all__ = ["FlushService", "PeriodicFlush"]
+
+_log = logging.getLogger("powercontext.flush")
+
+
+class FlushService:
+    def __init__(self, store: FlushStore, extractor: Extractor) -> None:
+        self._store = store
+        self._extractor = extractor
+
+    @property
+    def extractor_name(self) -> str:
+        return self._extractor.name
+
+    def flush(self, req: FlushMemoryRequest) -> FlushMemoryResponse:
+        window = self._store.window(req.scope_id, req.max_sources)
+        if not window.sources:
+            return FlushMemoryResponse(
+                status="idle",
+                previous_cursor=window.cursor,
+                current_cursor=window.cursor,
+                high_watermark=window.high_watermark,
+                processed_source_count=0,
+                memory=self._store.memory_head(req.scope_id),
+            )
+        extracted = self._extractor(window.sources)  # outside any transaction
+        requests = []
+        for entry in extracted:
+            try:
+                requests.append(
+                    RememberMemoryRequest(
+                        scope_id=req.scope_id,
+                        kind=entry.kind,
+                        text=entry.text,
+                        source_refs=[
+                            SourceRef(name="content", source_id=s) for s in entry.source_ids
+                        ],
+                    )
+                )
+            except ValidationError:
+                continue  # an extractor proposal the Memory contract refuses is dropped
+        new_cursor = window.sources[-1].position
+        memory = self._store.commit(req.scope_id, window.cursor, new_cursor, requests)
+        return FlushMemoryResponse(
+            status="processed",
+            previous_cursor=window.cursor,
+            current_cursor=new_cursor,
+            high_watermark=window.high_watermark,
+            processed_source_count=len(window.sources),
+            memory=memory,
+        )
+
+    def flush_pending(self, scopes_per_round: int = 50) -> int:
+        """One round of the optional periodic flush; returns how many scopes advanced."""
+        advanced = 0
+        for scope_id in self._store.pending_scopes(scopes_per_round):
+            try:
+                result = self.flush(FlushMemoryRequest(scope_id=scope_id))
+            except PowerContextError as exc:
+                _log.warning("periodic_flush_failed", extra={"error_type": exc.code})
+                continue
+            advanced += result.status == "processed"
+        return advanced
+
+
+class PeriodicFlush:
+    """A background thread flushing pending scopes every ``interval`` seconds (off by default)."""
+
+    def __init__(self, service: FlushService, interval: float) -> None:
+        self._service = service
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="powercontext-flush", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self._interval + 5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                count = self._service.flush_pending()
+            except Exception as exc:  # keep the loop alive; log the type only
+                _log.warning("periodic_flush_failed", extra={"error_type": type(exc).__name__})
+                continue
+            if count:
+                _log.info("periodic_flush", extra={"count": count})
