@@ -54,7 +54,9 @@ def test_openapi_is_served_and_strict(api: TestClient) -> None:
             "get_readiness", "prepare_context", "propose_experience", "get_experience",
             "propose_skill", "get_skill", "list_artifact_candidates", "get_artifact_candidate",
             "approve_artifact_candidate", "reject_artifact_candidate",
-            "revise_artifact_candidate", "flush_memory"} == operation_ids
+            "revise_artifact_candidate", "flush_memory", "bootstrap_context",
+            "record_bootstrap_receipt", "commit_handoff", "get_handoff",
+            "set_context_references", "get_context_references"} == operation_ids
     for name, schema in document["components"]["schemas"].items():
         if schema.get("type") == "object" and name.endswith("Request"):
             assert schema.get("additionalProperties") is False, name
@@ -62,7 +64,9 @@ def test_openapi_is_served_and_strict(api: TestClient) -> None:
 
 def test_capabilities_report_what_this_build_serves(api: TestClient) -> None:
     body = api.get("/v1/capabilities").json()
-    assert body["artifact_families"] == ["memory", "experience", "skill"]
+    assert body["artifact_families"] == ["memory", "experience", "skill", "handoff"]
+    assert body["bootstrap_versions"] == ["powercontext.bootstrap-context.v1"]
+    assert body["bootstrap_profiles"] == ["powercontext.scope-bootstrap.v1"]
     assert body["search_modes"] == ["auto", "fts"]
     assert body["source_types"] == ["content"]
     assert body["memory_extraction"] is True

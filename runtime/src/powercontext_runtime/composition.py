@@ -15,11 +15,13 @@ from .extraction.directives import DirectivesExtractor
 from .extraction.openai_compatible import OpenAICompatibleExtractor
 from .search.analyzer import document_terms
 from .services.auth import Authenticator, ensure_local_token
+from .services.bootstrap import BootstrapService
 from .services.context import ContextService
 from .services.flush import FlushService
 from .services.memory import MemoryService
 from .services.review import ReviewService
 from .settings import Settings
+from .store.bootstrap import BootstrapStore
 from .store.database import Database
 from .store.flush import FlushStore
 from .store.memory import MemoryStore
@@ -38,6 +40,7 @@ class Runtime:
     db: Database
     memory: MemoryService
     review: ReviewService
+    bootstrap: BootstrapService
     context: ContextService
     flush: FlushService
     sources: SourceStore
@@ -54,12 +57,14 @@ class Runtime:
         memory_store = MemoryStore(db, document_terms)
         memory = MemoryService(memory_store)
         review = ReviewService(ReviewStore(db, document_terms))
+        bootstrap = BootstrapService(BootstrapStore(db))
         runtime = cls(
             settings=settings,
             db=db,
             memory=memory,
             review=review,
-            context=ContextService(memory, review, PreparedContextBuilder()),
+            bootstrap=bootstrap,
+            context=ContextService(memory, review, bootstrap, PreparedContextBuilder()),
             flush=FlushService(FlushStore(db, memory_store), _extractor(settings)),
             sources=SourceStore(db),
             tokens=tokens,

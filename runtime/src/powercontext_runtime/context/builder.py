@@ -11,7 +11,7 @@ so no content — however hostile — can alter the wrapper or the policy text.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -21,6 +21,9 @@ __all__ = [
     "MemoryHit",
     "PreparedContext",
     "PreparedContextBuilder",
+    "cap_content",
+    "fit_truncated",
+    "truncate_utf8",
 ]
 
 CONTEXT_SCHEMA = "powercontext.prepared-context.v1"
@@ -160,14 +163,31 @@ class PreparedContextBuilder:
 
 def _fit(candidate: _Candidate, remaining: int) -> str | None:
     """The largest truncation (content ≥ 64 bytes) whose item JSON fits ``remaining`` bytes."""
-    if _utf8_len(candidate.content) < MIN_TRUNCATED_BYTES:
+    return fit_truncated(
+        lambda content, truncated: _item_json(candidate, content, truncated),
+        candidate.content,
+        candidate.truncated,
+        remaining,
+    )
+
+
+def fit_truncated(
+    render: Callable[[str, bool], str], content: str, already_truncated: bool, remaining: int
+) -> str | None:
+    """The rendered item with the largest truncation of ``content`` that fits, or ``None``.
+
+    Shared by both pack builders: the truncated content keeps ≥ 64 bytes (ellipsis included),
+    stays within the per-item cap, never splits a code point, and the *rendered* item (JSON
+    escaping and all) must fit ``remaining`` bytes.
+    """
+    if _utf8_len(content) < MIN_TRUNCATED_BYTES:
         return None
-    original = candidate.content[: -len(ELLIPSIS)] if candidate.truncated else candidate.content
+    original = content[: -len(ELLIPSIS)] if already_truncated else content
     # A truncation carries the ellipsis and must still respect the per-item cap.
     limit = ITEM_CONTENT_MAX_BYTES - _utf8_len(ELLIPSIS)
     source = original.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
     # Cutting nothing off the whole stored text is not a truncation: keep at least one char out.
-    longest = len(source) - 1 if source == original and not candidate.truncated else len(source)
+    longest = len(source) - 1 if source == original and not already_truncated else len(source)
     smallest = truncate_utf8(source, MIN_TRUNCATED_BYTES)
     if _utf8_len(smallest) < MIN_TRUNCATED_BYTES:
         # A multi-byte character straddles the 64-byte mark: take the next boundary up.
@@ -175,7 +195,7 @@ def _fit(candidate: _Candidate, remaining: int) -> str | None:
         if smallest is None:
             return None
     low = len(smallest) - len(ELLIPSIS)
-    if low > longest or _utf8_len(_item_json(candidate, smallest, True)) > remaining:
+    if low > longest or _utf8_len(render(smallest, True)) > remaining:
         return None
     # Binary search over character counts: JSON length grows monotonically with the prefix.
     best = smallest
@@ -184,12 +204,12 @@ def _fit(candidate: _Candidate, remaining: int) -> str | None:
     while low <= high:
         middle = (low + high) // 2
         attempt = source[:middle] + ELLIPSIS
-        if _utf8_len(_item_json(candidate, attempt, True)) <= remaining:
+        if _utf8_len(render(attempt, True)) <= remaining:
             best = attempt
             low = middle + 1
         else:
             high = middle - 1
-    return _item_json(candidate, best, True)
+    return render(best, True)
 
 
 def _next_boundary(source: str, min_bytes: int) -> str | None:
@@ -201,10 +221,16 @@ def _next_boundary(source: str, min_bytes: int) -> str | None:
     return None
 
 
-def _capped(citation: dict[str, Any], text: str, experience: bool) -> _Candidate:
+def cap_content(text: str) -> tuple[str, bool]:
+    """Item content capped at 2000 UTF-8 bytes, and whether it was truncated."""
     if _utf8_len(text) > ITEM_CONTENT_MAX_BYTES:
-        return _Candidate(citation, truncate_utf8(text, ITEM_CONTENT_MAX_BYTES), True, experience)
-    return _Candidate(citation, text, False, experience)
+        return truncate_utf8(text, ITEM_CONTENT_MAX_BYTES), True
+    return text, False
+
+
+def _capped(citation: dict[str, Any], text: str, experience: bool) -> _Candidate:
+    content, truncated = cap_content(text)
+    return _Candidate(citation, content, truncated, experience)
 
 
 def _memory(hits: Iterable[MemoryHit]) -> list[_Candidate]:

@@ -10,6 +10,7 @@ from fastapi.openapi.utils import get_openapi
 from .. import __version__
 from ..composition import Runtime
 from ..mcp import McpEndpoint
+from .bootstrap_routes import bootstrap_router
 from .errors import install_error_handlers
 from .middleware import RequestMiddleware
 from .review_routes import review_router
@@ -40,6 +41,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(review_router)
+    app.include_router(bootstrap_router)
     # MCP at exactly /mcp as a raw ASGI route (a Mount would redirect /mcp to /mcp/), kept out
     # of the OpenAPI document; RequestMiddleware below authenticates it like every route.
     app.add_route("/mcp", mcp, include_in_schema=False)
@@ -47,7 +49,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     # paths; without them every request would be logged as "<unmatched>".
     known = frozenset(
         path
-        for route in (*app.routes, *router.routes, *review_router.routes)
+        for route in (*app.routes, *router.routes, *review_router.routes, *bootstrap_router.routes)
         if (path := getattr(route, "path", None))
     )
     app.add_middleware(

@@ -84,12 +84,12 @@ def get_readiness(request: Request) -> Readiness:
     responses=error_responses(401),
 )
 def get_capabilities() -> Capabilities:
-    # Truthful: only what this build serves. Bootstrap packs arrive later.
+    # Truthful: exactly what this build serves; closed values, no tuning knobs.
     return Capabilities(
         context_versions=["powercontext.prepared-context.v1"],
-        bootstrap_versions=[],
-        bootstrap_profiles=[],
-        artifact_families=["memory", "experience", "skill"],
+        bootstrap_versions=["powercontext.bootstrap-context.v1"],
+        bootstrap_profiles=["powercontext.scope-bootstrap.v1"],
+        artifact_families=["memory", "experience", "skill", "handoff"],
         source_types=["content"],
         search_modes=["auto", "fts"],
         memory_extraction=True,

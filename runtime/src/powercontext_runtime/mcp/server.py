@@ -202,9 +202,34 @@ class McpEndpoint:
                 self._manager = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            # Stateless: there is no standalone SSE stream to GET and no session to DELETE.
+            # The MCP spec answers both with 405; the SDK would instead hold a GET open forever.
+            await _reply(
+                scope,
+                receive,
+                send,
+                405,
+                "method_not_allowed",
+                "method not allowed",
+                headers={"Allow": "POST"},
+            )
+            return
         manager = self._manager
         if manager is None:
-            error = {"code": "runtime_not_ready", "message": "MCP is not running", "details": None}
-            await JSONResponse({"error": error}, status_code=503)(scope, receive, send)
+            await _reply(scope, receive, send, 503, "runtime_not_ready", "MCP is not running")
             return
         await manager.handle_request(scope, receive, send)
+
+
+async def _reply(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+) -> None:
+    body = {"error": {"code": code, "message": message, "details": None}}
+    await JSONResponse(body, status_code=status, headers=headers)(scope, receive, send)

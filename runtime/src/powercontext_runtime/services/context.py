@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..context.builder import ExperienceHit, MemoryHit, PreparedContext, PreparedContextBuilder
 from ..contract.context import PrepareContextRequest
 from ..errors import InternalError
+from .bootstrap import BootstrapService
 from .memory import MemoryService
 from .review import ReviewService
 
@@ -21,15 +22,24 @@ EXPERIENCE_CANDIDATES = 8
 
 class ContextService:
     def __init__(
-        self, memory: MemoryService, review: ReviewService, builder: PreparedContextBuilder
+        self,
+        memory: MemoryService,
+        review: ReviewService,
+        bootstrap: BootstrapService,
+        builder: PreparedContextBuilder,
     ) -> None:
         self._memory = memory
         self._review = review
+        self._bootstrap = bootstrap
         self._builder = builder
 
     def prepare(self, req: PrepareContextRequest) -> PreparedContext:
-        # bootstrap_receipt_id is accepted now and honoured once bootstrap receipts exist.
-        result = self._memory.find(req.scope_id, req.query, MEMORY_CANDIDATES)
+        delivered = (
+            frozenset(self._bootstrap.delivered_whole(req.scope_id, req.bootstrap_receipt_id))
+            if req.bootstrap_receipt_id
+            else frozenset()
+        )
+        result = self._memory.find(req.scope_id, req.query, MEMORY_CANDIDATES, delivered)
         experience = [
             ExperienceHit(
                 artifact_id=found.artifact_id,

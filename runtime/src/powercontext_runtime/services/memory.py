@@ -52,9 +52,15 @@ class MemoryService:
         result = self.find(req.scope_id, req.query, req.limit)
         return SearchMemoryResponse(memory=result.memory, mode="fts", hits=result.hits)
 
-    def find(self, scope_id: str, query: str, limit: int) -> SearchResult:
+    def find(
+        self,
+        scope_id: str,
+        query: str,
+        limit: int,
+        exclude_versions: frozenset[str] = frozenset(),
+    ) -> SearchResult:
         """Search shared by ``search_memory`` and context preparation."""
-        return self._store.search(scope_id, query_terms(query), limit)
+        return self._store.search(scope_id, query_terms(query), limit, exclude_versions)
 
     def reindex(self) -> int:
         return self._store.reindex()

@@ -297,8 +297,18 @@ class MemoryStore:
             ],
         )
 
-    def search(self, scope_id: str, terms: Sequence[str], limit: int) -> SearchResult:
-        """Rank the head's active entries; head and index are read in one snapshot."""
+    def search(
+        self,
+        scope_id: str,
+        terms: Sequence[str],
+        limit: int,
+        exclude_versions: frozenset[str] = frozenset(),
+    ) -> SearchResult:
+        """Rank the head's active entries; head and index are read in one snapshot.
+
+        ``exclude_versions`` (entry version ids) are removed before ranking and the limit, so
+        they neither crowd out other candidates nor count as relevant (bootstrap de-dup).
+        """
         with self._db.read() as conn:
             head = self._head(conn, scope_id)
             if not head or not terms:
@@ -310,8 +320,12 @@ class MemoryStore:
             candidates = self._db.fulltext.match(
                 conn, "memory", scope_id, plan.retrieval_terms, plan.candidate_limit
             )
+            excluded = self._rowids(conn, scope_id, exclude_versions)
             ranked = scoring.top(
-                scoring.rank(plan, ((c.rowid, c.terms) for c in candidates)), limit
+                scoring.rank(
+                    plan, ((c.rowid, c.terms) for c in candidates if c.rowid not in excluded)
+                ),
+                limit,
             )
             if not ranked:
                 return SearchResult(MemoryRef.at(head), [])
@@ -340,6 +354,19 @@ class MemoryStore:
             for r in ordered
         ]
         return SearchResult(MemoryRef.at(head), hits)
+
+    @staticmethod
+    def _rowids(conn: Connection, scope_id: str, version_ids: frozenset[str]) -> set[int]:
+        if not version_ids:
+            return set()
+        return {
+            row.id
+            for row in conn.execute(
+                select(_v.c.id).where(
+                    _v.c.scope_id == scope_id, _v.c.entry_version_id.in_(sorted(version_ids))
+                )
+            )
+        }
 
     def head(self, scope_id: str) -> int:
         with self._db.read() as conn:

@@ -171,8 +171,8 @@ artifact_revisions = Table(
     Column("content", LongText, nullable=False),
     Column("source_refs", Text, nullable=False),
     Column("artifact_refs", Text, nullable=False),
-    Column("candidate_id", String(128), nullable=False),
-    Column("candidate_version", Integer, nullable=False),
+    Column("candidate_id", String(128), nullable=True),  # NULL for Handoff (no review)
+    Column("candidate_version", Integer, nullable=True),
     Column("created_at", BigInteger, nullable=False),
     UniqueConstraint("scope_id", "family", "artifact_id", "revision", name="uq_artifact_rev"),
     **_TABLE_OPTIONS,
@@ -206,5 +206,41 @@ candidate_versions = Table(
     Column("artifact_refs", Text, nullable=False),
     Column("reason", Text, nullable=True),
     Column("created_at", BigInteger, nullable=False),
+    **_TABLE_OPTIONS,
+)
+
+
+# -- Scope bootstrap (spec 05) ------------------------------------------------------------
+
+scope_references = Table(
+    "scope_references",
+    metadata,
+    Column("scope_id", String(256), primary_key=True),
+    Column("referenced", Text, nullable=False),  # JSON list; canonical order = the order set
+    Column("version", Integer, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    **_TABLE_OPTIONS,
+)
+
+# Delivery receipts. Never the prompt, content, transcript path, raw event id or host error:
+# only identity metadata, hashed event key, fingerprint, exact item references and digests.
+bootstrap_receipts = Table(
+    "bootstrap_receipts",
+    metadata,
+    Column("receipt_id", String(64), primary_key=True),
+    _scope(),
+    Column("integration", String(64), nullable=False),
+    Column("lifecycle", String(16), nullable=False),
+    Column("event_key", String(64), nullable=True),
+    Column("fingerprint", String(64), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("items", Text, nullable=False),
+    Column("pack_digest", String(80), nullable=True),
+    Column("content_bytes", Integer, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    UniqueConstraint("event_key", name="uq_bootstrap_receipts_event"),
+    Index("ix_bootstrap_receipts_expiry", "expires_at"),
     **_TABLE_OPTIONS,
 )

@@ -1,0 +1,154 @@
+"""Scope bootstrap, Context References and Handoff (spec 05, spec 02 § Handoff)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from .common import ScopeId, StrictModel
+
+__all__ = [
+    "BOOTSTRAP_PROFILE",
+    "BOOTSTRAP_SCHEMA",
+    "BootstrapContextRequest",
+    "BootstrapContextResponse",
+    "BootstrapItem",
+    "BootstrapReceipt",
+    "CommitHandoffRequest",
+    "ContextReferences",
+    "GetContextReferencesRequest",
+    "GetHandoffRequest",
+    "HandoffContent",
+    "HandoffRef",
+    "HandoffResult",
+    "RecordReceiptRequest",
+    "RecordReceiptResponse",
+    "SetContextReferencesRequest",
+]
+
+BOOTSTRAP_SCHEMA = "powercontext.bootstrap-context.v1"
+BOOTSTRAP_PROFILE = "powercontext.scope-bootstrap.v1"
+HANDOFF_SCHEMA = "powercontext.handoff.v1"
+MAX_REFERENCES = 32
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+Statement = Annotated[str, Field(min_length=1, max_length=2000), AfterValidator(_not_blank)]
+
+
+class HandoffContent(StrictModel):
+    schema_: Literal["powercontext.handoff.v1"] = Field(alias="schema")
+    objective: Annotated[str, Field(min_length=1, max_length=8192), AfterValidator(_not_blank)]
+    state: Annotated[list[Statement], Field(min_length=1, max_length=64)]
+    disposition: Literal["continuable", "blocked", "complete"]
+    next_action: Statement | None = None
+    omissions: Annotated[list[Statement], Field(max_length=64)] = []
+
+
+class HandoffRef(StrictModel):
+    family: Literal["handoff"]
+    artifact_id: Literal["handoff"]
+    revision: int = Field(ge=1)
+
+
+class CommitHandoffRequest(StrictModel):
+    scope_id: ScopeId
+    base: HandoffRef | None
+    content: HandoffContent
+
+
+class GetHandoffRequest(StrictModel):
+    scope_id: ScopeId
+    artifact: HandoffRef
+
+
+class HandoffResult(StrictModel):
+    reference: HandoffRef
+    content: HandoffContent
+
+
+def _distinct(values: list[str]) -> list[str]:
+    if len(set(values)) != len(values):
+        raise ValueError("references must be distinct")
+    return values
+
+
+class SetContextReferencesRequest(StrictModel):
+    scope_id: ScopeId
+    references: Annotated[
+        list[ScopeId], Field(max_length=MAX_REFERENCES), AfterValidator(_distinct)
+    ]
+    expected_version: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _not_self(self) -> SetContextReferencesRequest:
+        if self.scope_id in self.references:
+            raise ValueError("a scope cannot reference itself")
+        return self
+
+
+class GetContextReferencesRequest(StrictModel):
+    scope_id: ScopeId
+
+
+class ContextReferences(StrictModel):
+    scope_id: str
+    references: list[str]
+    version: int
+
+
+Lifecycle = Literal["startup", "resume", "clear", "compact", "restore", "fork"]
+Integration = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")]
+
+
+class BootstrapContextRequest(StrictModel):
+    scope_id: ScopeId
+    enabled: bool
+    profile: Literal["powercontext.scope-bootstrap.v1"]
+    lifecycle: Lifecycle
+    integration: Integration
+    event_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    max_bytes: Annotated[int, Field(ge=512, le=8192)] = 4096
+    handoff_ref: HandoffRef | None = None
+
+
+class BootstrapItem(StrictModel):
+    kind: Literal["handoff", "memory"]
+    scope_id: str
+    citation: dict[str, Any]
+    content_digest: str
+    truncated: bool
+
+
+class BootstrapReceipt(StrictModel):
+    receipt_id: str
+    state: Literal["pending", "skipped", "injected", "failed"]
+    ephemeral: bool
+
+
+class BootstrapContextResponse(StrictModel):
+    schema_: Literal["powercontext.bootstrap-context.v1"] = Field(alias="schema")
+    status: Literal["ready", "empty", "skipped"]
+    content: str | None
+    content_bytes: int
+    pack_digest: str | None
+    items: list[BootstrapItem]
+    omitted: int
+    receipt: BootstrapReceipt
+
+
+class RecordReceiptRequest(StrictModel):
+    scope_id: ScopeId
+    receipt_id: Annotated[str, Field(min_length=1, max_length=128)]
+    state: Literal["injected", "failed"]
+
+
+class RecordReceiptResponse(StrictModel):
+    receipt_id: str
+    state: Literal["injected", "failed"]

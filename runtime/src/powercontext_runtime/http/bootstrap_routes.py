@@ -1,0 +1,90 @@
+"""Scope bootstrap, receipts, Context References and Handoff routes (spec 05)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from ..contract.bootstrap import (
+    BootstrapContextRequest,
+    BootstrapContextResponse,
+    CommitHandoffRequest,
+    ContextReferences,
+    GetContextReferencesRequest,
+    GetHandoffRequest,
+    HandoffResult,
+    RecordReceiptRequest,
+    RecordReceiptResponse,
+    SetContextReferencesRequest,
+)
+from .routes import error_responses, scoped_runtime
+
+__all__ = ["bootstrap_router"]
+
+bootstrap_router = APIRouter()
+_READ = error_responses(401, 403, 404, 413, 422, 503)
+_WRITE = error_responses(401, 403, 404, 409, 413, 422, 503)
+
+
+@bootstrap_router.post(
+    "/v1/context/bootstrap",
+    operation_id="bootstrap_context",
+    tags=["context"],
+    responses=_WRITE,
+    response_model=BootstrapContextResponse,
+    response_model_by_alias=True,
+)
+def bootstrap_context(body: BootstrapContextRequest, request: Request) -> BootstrapContextResponse:
+    """The curated SessionStart pack (off unless ``enabled``), with a delivery receipt."""
+    runtime = scoped_runtime(request, body.scope_id)
+    return runtime.bootstrap.bootstrap(body, request.state.principal)
+
+
+@bootstrap_router.post(
+    "/v1/context/bootstrap/receipts",
+    operation_id="record_bootstrap_receipt",
+    tags=["context"],
+    responses=_WRITE,
+)
+def record_bootstrap_receipt(body: RecordReceiptRequest, request: Request) -> RecordReceiptResponse:
+    """Claim a pending receipt (``injected``) before printing the pack, or mark it ``failed``."""
+    return scoped_runtime(request, body.scope_id).bootstrap.record_receipt(body)
+
+
+@bootstrap_router.post(
+    "/v1/handoff/commit", operation_id="commit_handoff", tags=["handoff"], responses=_WRITE
+)
+def commit_handoff(body: CommitHandoffRequest, request: Request) -> HandoffResult:
+    """Commit the scope's next Handoff revision (CAS on ``base``; null for the first)."""
+    return scoped_runtime(request, body.scope_id).bootstrap.commit_handoff(body)
+
+
+@bootstrap_router.post(
+    "/v1/handoff/get", operation_id="get_handoff", tags=["handoff"], responses=_READ
+)
+def get_handoff(body: GetHandoffRequest, request: Request) -> HandoffResult:
+    return scoped_runtime(request, body.scope_id).bootstrap.get_handoff(body)
+
+
+@bootstrap_router.post(
+    "/v1/scopes/references/set",
+    operation_id="set_context_references",
+    tags=["scopes"],
+    responses=_WRITE,
+)
+def set_context_references(
+    body: SetContextReferencesRequest, request: Request
+) -> ContextReferences:
+    """Replace the scope's ordered Context References (≤ 32; CAS on ``expected_version``)."""
+    return scoped_runtime(request, body.scope_id).bootstrap.set_references(body)
+
+
+@bootstrap_router.post(
+    "/v1/scopes/references/get",
+    operation_id="get_context_references",
+    tags=["scopes"],
+    responses=_READ,
+)
+def get_context_references(
+    body: GetContextReferencesRequest, request: Request
+) -> ContextReferences:
+    return scoped_runtime(request, body.scope_id).bootstrap.get_references(body.scope_id)

@@ -1,0 +1,324 @@
+"""Scope bootstrap at SessionStart: eligibility, the pack, receipts (spec 05).
+
+Only explicitly curated content is eligible — memory entries tagged ``bootstrap-context`` from
+the current scope and its direct Context References (each authorised separately), plus at most
+one Handoff revision the caller names exactly. No search, ranking or generation: the same
+inputs always give the same bytes, which is what lets a pending receipt rebuild *the same* pack.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..context.bootstrap import BootstrapCandidate, build_bootstrap, digest
+from ..contract.bootstrap import (
+    BOOTSTRAP_SCHEMA,
+    BootstrapContextRequest,
+    BootstrapContextResponse,
+    BootstrapItem,
+    BootstrapReceipt,
+    CommitHandoffRequest,
+    ContextReferences,
+    GetHandoffRequest,
+    HandoffContent,
+    HandoffRef,
+    HandoffResult,
+    RecordReceiptRequest,
+    RecordReceiptResponse,
+    SetContextReferencesRequest,
+)
+from ..errors import ConflictError, NotFoundError
+from ..store._records import new_id, sha256_hex
+from ..store.bootstrap import BootstrapStore, ReceiptRecord
+from .auth import Principal
+
+__all__ = ["BootstrapService", "is_secret_kind", "render_handoff"]
+
+MAX_MEMORY_ITEMS = 6
+MAX_REFERENCED_SCOPES = 8
+INSPECT_PER_SCOPE = 32
+_SECRET_MARKERS = (
+    "secret",
+    "credential",
+    "password",
+    "passwd",
+    "token",
+    "apikey",
+    "accesskey",
+    "privatekey",
+)
+
+
+def is_secret_kind(kind: str) -> bool:
+    """``API-Key``, ``api_key``, ``Access Key``, ``github_token`` … are never bootstrapped."""
+    folded = "".join(ch for ch in kind.lower() if ch.isalnum())
+    return any(marker in folded for marker in _SECRET_MARKERS)
+
+
+def render_handoff(content: HandoffContent) -> str:
+    lines = [f"Objective: {content.objective}", f"Disposition: {content.disposition}", "State:"]
+    lines += [f"- {statement}" for statement in content.state]
+    if content.next_action:
+        lines.append(f"Next action: {content.next_action}")
+    if content.omissions:
+        lines.append("Omissions:")
+        lines += [f"- {omission}" for omission in content.omissions]
+    return "\n".join(lines)
+
+
+class BootstrapService:
+    def __init__(self, store: BootstrapStore) -> None:
+        self._store = store
+
+    # -- references and handoff ------------------------------------------------------------
+
+    def set_references(self, req: SetContextReferencesRequest) -> ContextReferences:
+        return self._store.set_references(req)
+
+    def get_references(self, scope_id: str) -> ContextReferences:
+        return self._store.get_references(scope_id)
+
+    def commit_handoff(self, req: CommitHandoffRequest) -> HandoffResult:
+        return self._store.commit_handoff(req)
+
+    def get_handoff(self, req: GetHandoffRequest) -> HandoffResult:
+        return self._store.get_handoff(req.scope_id, req.artifact)
+
+    # -- the pack --------------------------------------------------------------------------
+
+    def bootstrap(
+        self, req: BootstrapContextRequest, principal: Principal
+    ) -> BootstrapContextResponse:
+        self._store.purge_expired()
+        handoff = None if req.handoff_ref is None else req.handoff_ref.model_dump()
+        fingerprint = sha256_hex("bootstrap-fingerprint-v1", req.profile, req.max_bytes, handoff)
+        event_key = (
+            None
+            if req.event_id is None
+            else sha256_hex(
+                "bootstrap-event-v1", req.scope_id, req.integration, req.lifecycle, req.event_id
+            )
+        )
+        if event_key is not None:
+            existing = self._store.receipt_for_event(event_key)
+            if existing is not None:
+                return self._replay(req, existing, fingerprint)
+        if not req.enabled:
+            return self._skipped(req, event_key, fingerprint, omitted=0)
+        candidates, omitted = self._eligible(req, principal)
+        pack = build_bootstrap(candidates, req.max_bytes)
+        omitted += pack.omitted
+        if pack.content is None:
+            return self._skipped(req, event_key, fingerprint, omitted=omitted, status="empty")
+        items = [
+            {
+                "kind": p.candidate.kind,
+                "scope_id": p.candidate.scope_id,
+                "citation": p.candidate.citation,
+                "content_digest": p.content_digest,
+                "truncated": p.truncated,
+            }
+            for p in pack.items
+        ]
+        record = self._store.create_receipt(
+            scope_id=req.scope_id,
+            integration=req.integration,
+            lifecycle=req.lifecycle,
+            event_key=event_key,
+            fingerprint=fingerprint,
+            state="pending",
+            items=items,
+            pack_digest=digest(pack.content),
+            content_bytes=len(pack.content.encode("utf-8")),
+        )
+        if record.items != items or record.state != "pending":
+            # A concurrent first request for this event won: answer with *its* receipt.
+            return self._replay(req, record, fingerprint)
+        return _ready(pack.content, items, omitted, record)
+
+    def record_receipt(self, req: RecordReceiptRequest) -> RecordReceiptResponse:
+        stored = self._store.transition(req.scope_id, req.receipt_id, req.state)
+        if stored is not None:
+            raise ConflictError(
+                "the receipt was already claimed or finalised",
+                code="receipt_conflict",
+                details={"state": stored},
+            )
+        return RecordReceiptResponse(receipt_id=req.receipt_id, state=req.state)
+
+    def delivered_whole(self, scope_id: str, receipt_id: str) -> set[str]:
+        """Memory versions of this scope an *injected* receipt delivered untruncated.
+
+        Anything else — unknown, expired, foreign-scope or not injected — excludes nothing:
+        recall de-duplication fails open.
+        """
+        record = self._store.receipt(scope_id, receipt_id)
+        if record is None or record.state != "injected":
+            return set()
+        return {
+            item["citation"]["entry_version_id"]
+            for item in record.items
+            if item["kind"] == "memory" and item["scope_id"] == scope_id and not item["truncated"]
+        }
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _eligible(
+        self, req: BootstrapContextRequest, principal: Principal
+    ) -> tuple[list[BootstrapCandidate], int]:
+        candidates: list[BootstrapCandidate] = []
+        omitted = 0
+        if req.handoff_ref is not None:
+            try:
+                handoff = self._store.get_handoff(req.scope_id, req.handoff_ref)
+            except NotFoundError:
+                omitted += 1
+            else:
+                candidates.append(
+                    BootstrapCandidate(
+                        "handoff",
+                        req.scope_id,
+                        {"artifact_ref": handoff.reference.model_dump()},
+                        render_handoff(handoff.content),
+                    )
+                )
+        references = self._store.get_references(req.scope_id).references
+        memory: list[BootstrapCandidate] = []
+        for position, scope_id in enumerate([req.scope_id, *references[:MAX_REFERENCED_SCOPES]]):
+            if position and not principal.allows(scope_id):
+                omitted += 1
+                continue
+            entries = self._store.tagged_entries(scope_id, INSPECT_PER_SCOPE)
+            if position and entries is None:
+                omitted += 1
+                continue
+            for entry in entries or []:
+                if is_secret_kind(entry.kind):
+                    continue
+                memory.append(
+                    BootstrapCandidate(
+                        "memory",
+                        scope_id,
+                        {
+                            "memory_ref": {
+                                "family": "memory",
+                                "artifact_id": "memory",
+                                "revision": entry.revision,
+                            },
+                            "entry_id": entry.entry_id,
+                            "entry_version_id": entry.entry_version_id,
+                        },
+                        entry.text,
+                    )
+                )
+        omitted += max(0, len(memory) - MAX_MEMORY_ITEMS)
+        return candidates + memory[:MAX_MEMORY_ITEMS], omitted
+
+    def _replay(
+        self, req: BootstrapContextRequest, record: ReceiptRecord, fingerprint: str
+    ) -> BootstrapContextResponse:
+        if record.fingerprint != fingerprint:
+            raise ConflictError(
+                "this host event was already used with a different bootstrap request",
+                code="bootstrap_request_conflict",
+            )
+        if record.state != "pending":
+            return _skipped_response(record.receipt_id, record.state, ephemeral=False)
+        if not req.enabled:
+            stored = self._store.transition(req.scope_id, record.receipt_id, "skipped")
+            return _skipped_response(record.receipt_id, stored or "skipped", ephemeral=False)
+        candidates = [self._reread(item) for item in record.items]
+        pack = build_bootstrap(candidates, req.max_bytes)
+        assert pack.content is not None  # the same candidates placed before
+        return _ready(pack.content, record.items, 0, record)
+
+    def _reread(self, item: dict[str, Any]) -> BootstrapCandidate:
+        if item["kind"] == "handoff":
+            ref = HandoffRef.model_validate(item["citation"]["artifact_ref"])
+            text = render_handoff(self._store.get_handoff(item["scope_id"], ref).content)
+        else:
+            found = self._store.memory_version_text(
+                item["scope_id"], item["citation"]["entry_version_id"]
+            )
+            if found is None:
+                raise NotFoundError("a receipt item no longer exists", code="receipt_not_found")
+            text = found
+        return BootstrapCandidate(item["kind"], item["scope_id"], item["citation"], text)
+
+    def _skipped(
+        self,
+        req: BootstrapContextRequest,
+        event_key: str | None,
+        fingerprint: str,
+        *,
+        omitted: int,
+        status: str = "skipped",
+    ) -> BootstrapContextResponse:
+        if event_key is None:  # nothing to remember: an ephemeral receipt, no row
+            receipt = BootstrapReceipt(receipt_id=new_id("rcpt_"), state="skipped", ephemeral=True)
+        else:
+            record = self._store.create_receipt(
+                scope_id=req.scope_id,
+                integration=req.integration,
+                lifecycle=req.lifecycle,
+                event_key=event_key,
+                fingerprint=fingerprint,
+                state="skipped",
+                items=[],
+                pack_digest=None,
+                content_bytes=0,
+            )
+            if record.fingerprint != fingerprint:
+                raise ConflictError(
+                    "this host event was already used with a different bootstrap request",
+                    code="bootstrap_request_conflict",
+                )
+            receipt = BootstrapReceipt(
+                receipt_id=record.receipt_id, state=record.state, ephemeral=False
+            )  # type: ignore[arg-type]
+        return BootstrapContextResponse.model_validate(
+            {
+                "schema": BOOTSTRAP_SCHEMA,
+                "status": status,
+                "content": None,
+                "content_bytes": 0,
+                "pack_digest": None,
+                "items": [],
+                "omitted": omitted,
+                "receipt": receipt,
+            }
+        )
+
+
+def _ready(
+    content: str, items: list[dict[str, Any]], omitted: int, record: ReceiptRecord
+) -> BootstrapContextResponse:
+    return BootstrapContextResponse.model_validate(
+        {
+            "schema": BOOTSTRAP_SCHEMA,
+            "status": "ready",
+            "content": content,
+            "content_bytes": len(content.encode("utf-8")),
+            "pack_digest": digest(content),
+            "items": [BootstrapItem.model_validate(item) for item in items],
+            "omitted": omitted,
+            "receipt": BootstrapReceipt(
+                receipt_id=record.receipt_id, state="pending", ephemeral=False
+            ),
+        }
+    )
+
+
+def _skipped_response(receipt_id: str, state: str, *, ephemeral: bool) -> BootstrapContextResponse:
+    return BootstrapContextResponse.model_validate(
+        {
+            "schema": BOOTSTRAP_SCHEMA,
+            "status": "skipped",
+            "content": None,
+            "content_bytes": 0,
+            "pack_digest": None,
+            "items": [],
+            "omitted": 0,
+            "receipt": {"receipt_id": receipt_id, "state": state, "ephemeral": ephemeral},
+        }
+    )

@@ -1,0 +1,365 @@
+"""Persistence for scope bootstrap: Context References, Handoff revisions, delivery receipts.
+
+Receipts are claimed with a conditional UPDATE (``WHERE state = 'pending'``), so of any number
+of concurrent claims exactly one changes a row; the others see the stored state and get a
+typed conflict. A stable host event maps to one receipt through a unique hashed event key, so
+concurrent first requests for one event create exactly one receipt.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, and_, delete, insert, select, update
+
+from ..contract.bootstrap import (
+    CommitHandoffRequest,
+    ContextReferences,
+    HandoffContent,
+    HandoffRef,
+    HandoffResult,
+    SetContextReferencesRequest,
+)
+from ..contract.limits import BOOTSTRAP_TAG
+from ..errors import ConflictError, NotFoundError
+from ._records import canonical_json, new_id
+from .database import Database, now_ms
+from .schema import (
+    artifact_heads,
+    artifact_revisions,
+    bootstrap_receipts,
+    memory_entries,
+    memory_heads,
+    memory_versions,
+    scope_references,
+)
+
+__all__ = ["BootstrapStore", "ReceiptRecord", "TaggedEntry"]
+
+RECEIPT_TTL_MS = 30 * 24 * 3600 * 1000
+PURGE_BATCH = 100
+_h = artifact_heads
+_a = artifact_revisions
+_r = bootstrap_receipts
+
+
+@dataclass(frozen=True, slots=True)
+class TaggedEntry:
+    scope_id: str
+    revision: int
+    entry_id: str
+    entry_version_id: str
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptRecord:
+    receipt_id: str
+    scope_id: str
+    fingerprint: str
+    state: str
+    items: list[dict[str, Any]]
+    expires_at: int
+
+
+class BootstrapStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    # -- Context References --------------------------------------------------------------------
+
+    def set_references(self, req: SetContextReferencesRequest) -> ContextReferences:
+        def work(conn: Connection) -> ContextReferences:
+            query = select(scope_references.c.version).where(
+                scope_references.c.scope_id == req.scope_id
+            )
+            if self._db.backend != "sqlite":
+                query = query.with_for_update()
+            current = conn.execute(query).scalar()
+            version = int(current or 0)
+            if req.expected_version is not None and req.expected_version != version:
+                raise ConflictError(
+                    "the references changed; re-read them and retry",
+                    code="references_conflict",
+                    details={"expected_version": req.expected_version, "current_version": version},
+                )
+            values = {
+                "referenced": json.dumps(req.references),
+                "version": version + 1,
+                "updated_at": now_ms(),
+            }
+            if current is None:
+                conn.execute(insert(scope_references).values(scope_id=req.scope_id, **values))
+            else:
+                conn.execute(
+                    update(scope_references)
+                    .where(scope_references.c.scope_id == req.scope_id)
+                    .values(**values)
+                )
+            return ContextReferences(
+                scope_id=req.scope_id, references=req.references, version=version + 1
+            )
+
+        return self._db.write(work)
+
+    def get_references(self, scope_id: str) -> ContextReferences:
+        with self._db.read() as conn:
+            row = conn.execute(
+                select(scope_references).where(scope_references.c.scope_id == scope_id)
+            ).first()
+        if row is None:
+            return ContextReferences(scope_id=scope_id, references=[], version=0)
+        return ContextReferences(
+            scope_id=scope_id, references=json.loads(row.referenced), version=row.version
+        )
+
+    # -- Handoff ------------------------------------------------------------------------------
+
+    def commit_handoff(self, req: CommitHandoffRequest) -> HandoffResult:
+        def work(conn: Connection) -> HandoffResult:
+            query = select(_h.c.revision).where(
+                _h.c.scope_id == req.scope_id,
+                _h.c.family == "handoff",
+                _h.c.artifact_id == "handoff",
+            )
+            if self._db.backend != "sqlite":
+                query = query.with_for_update()
+            head = conn.execute(query).scalar()
+            expected = None if req.base is None else req.base.revision
+            if head != expected:
+                current = (
+                    None
+                    if head is None
+                    else HandoffRef(
+                        family="handoff", artifact_id="handoff", revision=head
+                    ).model_dump()
+                )
+                raise ConflictError(
+                    "the handoff head moved; re-read it and retry",
+                    code="artifact_conflict",
+                    details={"current": current},
+                )
+            revision = (head or 0) + 1
+            now = now_ms()
+            if head is None:
+                conn.execute(
+                    insert(_h).values(
+                        scope_id=req.scope_id,
+                        family="handoff",
+                        artifact_id="handoff",
+                        revision=1,
+                        updated_at=now,
+                    )
+                )
+            else:
+                conn.execute(
+                    update(_h)
+                    .where(
+                        _h.c.scope_id == req.scope_id,
+                        _h.c.family == "handoff",
+                        _h.c.artifact_id == "handoff",
+                    )
+                    .values(revision=revision, updated_at=now)
+                )
+            conn.execute(
+                insert(_a).values(
+                    scope_id=req.scope_id,
+                    family="handoff",
+                    artifact_id="handoff",
+                    revision=revision,
+                    content=canonical_json(req.content.model_dump(by_alias=True)),
+                    source_refs="[]",
+                    artifact_refs="[]",
+                    candidate_id=None,
+                    candidate_version=None,
+                    created_at=now,
+                )
+            )
+            return HandoffResult(
+                reference=HandoffRef(family="handoff", artifact_id="handoff", revision=revision),
+                content=req.content,
+            )
+
+        return self._db.write(work)
+
+    def get_handoff(self, scope_id: str, ref: HandoffRef) -> HandoffResult:
+        with self._db.read() as conn:
+            content = conn.execute(
+                select(_a.c.content).where(
+                    _a.c.scope_id == scope_id,
+                    _a.c.family == "handoff",
+                    _a.c.artifact_id == "handoff",
+                    _a.c.revision == ref.revision,
+                )
+            ).scalar()
+        if content is None:
+            raise NotFoundError("no such handoff revision", code="artifact_not_found")
+        return HandoffResult(reference=ref, content=HandoffContent.model_validate_json(content))
+
+    # -- eligible memory ----------------------------------------------------------------------
+
+    def tagged_entries(self, scope_id: str, inspect: int) -> list[TaggedEntry] | None:
+        """The first ``inspect`` active entries tagged for bootstrap, in creation order.
+
+        ``None`` when the scope has no Memory at all (an unknown scope).
+        """
+        e, v = memory_entries, memory_versions
+        # Tags are stored as a canonical JSON list of [a-z0-9._-] strings, so the quoted tag
+        # can only ever match that exact tag.
+        with self._db.read() as conn:
+            head = conn.execute(
+                select(memory_heads.c.revision).where(memory_heads.c.scope_id == scope_id)
+            ).scalar()
+            if not head:
+                return None
+            rows = conn.execute(
+                select(v.c.entry_id, v.c.entry_version_id, v.c.kind, v.c.text)
+                .join(
+                    e,
+                    and_(
+                        e.c.scope_id == v.c.scope_id, e.c.current_version_id == v.c.entry_version_id
+                    ),
+                )
+                .where(
+                    e.c.scope_id == scope_id,
+                    e.c.state == "active",
+                    v.c.tags.contains(f'"{BOOTSTRAP_TAG}"', autoescape=True),
+                )
+                .order_by(e.c.created_revision, e.c.entry_id)
+                .limit(inspect)
+            ).all()
+        return [
+            TaggedEntry(scope_id, int(head), r.entry_id, r.entry_version_id, r.kind, r.text)
+            for r in rows
+        ]
+
+    def memory_version_text(self, scope_id: str, entry_version_id: str) -> str | None:
+        with self._db.read() as conn:
+            return conn.execute(
+                select(memory_versions.c.text).where(
+                    memory_versions.c.scope_id == scope_id,
+                    memory_versions.c.entry_version_id == entry_version_id,
+                )
+            ).scalar()
+
+    # -- receipts -----------------------------------------------------------------------------
+
+    def receipt_for_event(self, event_key: str) -> ReceiptRecord | None:
+        with self._db.read() as conn:
+            row = conn.execute(select(_r).where(_r.c.event_key == event_key)).first()
+        return None if row is None or row.expires_at <= now_ms() else _receipt(row)
+
+    def receipt(self, scope_id: str, receipt_id: str) -> ReceiptRecord | None:
+        with self._db.read() as conn:
+            row = conn.execute(
+                select(_r).where(_r.c.receipt_id == receipt_id, _r.c.scope_id == scope_id)
+            ).first()
+        return None if row is None or row.expires_at <= now_ms() else _receipt(row)
+
+    def create_receipt(
+        self,
+        *,
+        scope_id: str,
+        integration: str,
+        lifecycle: str,
+        event_key: str | None,
+        fingerprint: str,
+        state: str,
+        items: list[dict[str, Any]],
+        pack_digest: str | None,
+        content_bytes: int,
+    ) -> ReceiptRecord:
+        """Store a receipt; for a stable event, the first writer wins and others get its row."""
+        receipt_id = new_id("rcpt_")
+        now = now_ms()
+
+        def work(conn: Connection) -> ReceiptRecord:
+            if event_key is not None:
+                existing = conn.execute(select(_r).where(_r.c.event_key == event_key)).first()
+                if existing is not None:
+                    if existing.expires_at > now:
+                        return _receipt(existing)
+                    conn.execute(delete(_r).where(_r.c.receipt_id == existing.receipt_id))
+            conn.execute(
+                insert(_r).values(
+                    receipt_id=receipt_id,
+                    scope_id=scope_id,
+                    integration=integration,
+                    lifecycle=lifecycle,
+                    event_key=event_key,
+                    fingerprint=fingerprint,
+                    state=state,
+                    # Key order is part of the rendered citation: keep it (no sort_keys).
+                items=json.dumps(items, ensure_ascii=False, separators=(",", ":")),
+                    pack_digest=pack_digest,
+                    content_bytes=content_bytes,
+                    created_at=now,
+                    updated_at=now,
+                    expires_at=now + RECEIPT_TTL_MS,
+                )
+            )
+            return ReceiptRecord(
+                receipt_id, scope_id, fingerprint, state, items, now + RECEIPT_TTL_MS
+            )
+
+        return self._db.write(work)
+
+    def transition(self, scope_id: str, receipt_id: str, state: str) -> str | None:
+        """Move a pending receipt to ``state``; the stored state when it was not pending.
+
+        Returns ``None`` on success. Raises ``NotFoundError`` for an unknown receipt.
+        """
+
+        def work(conn: Connection) -> str | None:
+            changed = conn.execute(
+                update(_r)
+                .where(
+                    _r.c.receipt_id == receipt_id,
+                    _r.c.scope_id == scope_id,
+                    _r.c.state == "pending",
+                    _r.c.expires_at > now_ms(),
+                )
+                .values(state=state, updated_at=now_ms())
+            ).rowcount
+            if changed == 1:
+                return None
+            stored = conn.execute(
+                select(_r.c.state, _r.c.expires_at).where(
+                    _r.c.receipt_id == receipt_id, _r.c.scope_id == scope_id
+                )
+            ).first()
+            if stored is None or stored.expires_at <= now_ms():
+                raise NotFoundError("no such receipt", code="receipt_not_found")
+            return str(stored.state)
+
+        return self._db.write(work)
+
+    def purge_expired(self, batch: int = PURGE_BATCH) -> int:
+        """Delete up to ``batch`` expired receipts (called in passing by later requests)."""
+
+        def work(conn: Connection) -> int:
+            ids = [
+                row.receipt_id
+                for row in conn.execute(
+                    select(_r.c.receipt_id).where(_r.c.expires_at <= now_ms()).limit(batch)
+                )
+            ]
+            if ids:
+                conn.execute(delete(_r).where(_r.c.receipt_id.in_(ids)))
+            return len(ids)
+
+        return self._db.write(work)
+
+
+def _receipt(row: Any) -> ReceiptRecord:
+    return ReceiptRecord(
+        row.receipt_id,
+        row.scope_id,
+        row.fingerprint,
+        row.state,
+        json.loads(row.items),
+        row.expires_at,
+    )
