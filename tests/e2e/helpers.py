@@ -22,6 +22,13 @@ CHANGES = "/v1/memory/changes"
 SOURCES = "/v1/sources/content"
 PREPARE = "/v1/context/prepare"
 FLUSH = "/v1/memory/flush"
+BOOTSTRAP = "/v1/context/bootstrap"
+RECEIPTS = "/v1/context/bootstrap/receipts"
+HANDOFF_COMMIT = "/v1/handoff/commit"
+HANDOFF_GET = "/v1/handoff/get"
+REFS_SET = "/v1/scopes/references/set"
+REFS_GET = "/v1/scopes/references/get"
+BOOTSTRAP_PATHS = (BOOTSTRAP, RECEIPTS, HANDOFF_COMMIT, HANDOFF_GET, REFS_SET, REFS_GET)
 PROPOSE_EXPERIENCE = "/v1/experience/propose"
 GET_EXPERIENCE = "/v1/experience/get"
 PROPOSE_SKILL = "/v1/skill/propose"
@@ -35,7 +42,7 @@ REVIEW_PATHS = (PROPOSE_EXPERIENCE, GET_EXPERIENCE, PROPOSE_SKILL, GET_SKILL, CA
                 CANDIDATES_GET, CANDIDATES_APPROVE, CANDIDATES_REJECT, CANDIDATES_REVISE)
 
 POST_PATHS = (REMEMBER, SEARCH, GET, LIST, REVISE, RETIRE, CHANGES, SOURCES, PREPARE, FLUSH,
-              *REVIEW_PATHS)
+              *REVIEW_PATHS, *BOOTSTRAP_PATHS)
 
 
 def new_scope(label: str) -> str:
@@ -70,6 +77,17 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
         SOURCES: {"scope_id": scope_id, "source_id": "src-1", "content": "captured"},
         PREPARE: {"scope_id": scope_id, "query": "valid query"},
         FLUSH: {"scope_id": scope_id},
+        BOOTSTRAP: {"scope_id": scope_id, "enabled": True,
+                    "profile": "powercontext.scope-bootstrap.v1", "lifecycle": "startup",
+                    "integration": "codex"},
+        RECEIPTS: {"scope_id": scope_id, "receipt_id": "rcpt_doesnotexist", "state": "injected"},
+        HANDOFF_COMMIT: {"scope_id": scope_id, "base": None,
+                         "content": {"schema": "powercontext.handoff.v1", "objective": "o",
+                                     "state": ["s"], "disposition": "continuable"}},
+        HANDOFF_GET: {"scope_id": scope_id,
+                      "artifact": {"family": "handoff", "artifact_id": "handoff", "revision": 1}},
+        REFS_SET: {"scope_id": scope_id, "references": ["e2e:some-other-scope"]},
+        REFS_GET: {"scope_id": scope_id},
         PROPOSE_EXPERIENCE: {
             "scope_id": scope_id,
             "proposal": {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"},

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import PowerContextError
 from ..settings import ConfigError
-from . import admin, context, memory, review
+from . import admin, bootstrap, context, memory, review
 from .output import fail
 
 
@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_parser(sub, common)
     context.add_parser(sub, common)
     review.add_parsers(sub, common)
+    bootstrap.add_parsers(sub, common)
     admin.add_parsers(sub, common)
     return parser
 

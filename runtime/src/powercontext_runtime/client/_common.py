@@ -52,7 +52,8 @@ def build(model: type[M], request: M | None, fields: dict[str, Any]) -> M:
 
 
 def body_of(request: BaseModel) -> dict[str, Any]:
-    return request.model_dump(mode="json", exclude_none=True)
+    # Only what the caller set (an explicit null such as a first Handoff's `base` is kept).
+    return request.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 def decode(response: httpx.Response, model: type[M]) -> M:

@@ -11,6 +11,18 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
+from ..contract.bootstrap import (
+    BootstrapContextRequest,
+    BootstrapContextResponse,
+    CommitHandoffRequest,
+    ContextReferences,
+    GetContextReferencesRequest,
+    GetHandoffRequest,
+    HandoffResult,
+    RecordReceiptRequest,
+    RecordReceiptResponse,
+    SetContextReferencesRequest,
+)
 from ..contract.context import PrepareContextRequest, PreparedContextResponse
 from ..contract.flush import FlushMemoryRequest, FlushMemoryResponse
 from ..contract.memory import (
@@ -190,6 +202,48 @@ class PowerContextClient:
         """Turn the next window of captured sources into Memory."""
         body = build(FlushMemoryRequest, request, fields)
         return self._send("POST", "/v1/memory/flush", body, FlushMemoryResponse)
+
+    def bootstrap_context(
+        self, request: BootstrapContextRequest | None = None, /, **fields: Any
+    ) -> BootstrapContextResponse:
+        """The curated SessionStart pack with its delivery receipt."""
+        body = build(BootstrapContextRequest, request, fields)
+        return self._send("POST", "/v1/context/bootstrap", body, BootstrapContextResponse)
+
+    def record_bootstrap_receipt(
+        self, request: RecordReceiptRequest | None = None, /, **fields: Any
+    ) -> RecordReceiptResponse:
+        """Claim (``injected``) or fail a pending bootstrap receipt."""
+        body = build(RecordReceiptRequest, request, fields)
+        return self._send("POST", "/v1/context/bootstrap/receipts", body, RecordReceiptResponse)
+
+    def commit_handoff(
+        self, request: CommitHandoffRequest | None = None, /, **fields: Any
+    ) -> HandoffResult:
+        """Commit the scope's next Handoff revision (CAS on ``base``)."""
+        body = build(CommitHandoffRequest, request, fields)
+        return self._send("POST", "/v1/handoff/commit", body, HandoffResult)
+
+    def get_handoff(
+        self, request: GetHandoffRequest | None = None, /, **fields: Any
+    ) -> HandoffResult:
+        """Exact re-read of a Handoff revision."""
+        body = build(GetHandoffRequest, request, fields)
+        return self._send("POST", "/v1/handoff/get", body, HandoffResult)
+
+    def set_context_references(
+        self, request: SetContextReferencesRequest | None = None, /, **fields: Any
+    ) -> ContextReferences:
+        """Replace the scope's ordered Context References."""
+        body = build(SetContextReferencesRequest, request, fields)
+        return self._send("POST", "/v1/scopes/references/set", body, ContextReferences)
+
+    def get_context_references(
+        self, request: GetContextReferencesRequest | None = None, /, **fields: Any
+    ) -> ContextReferences:
+        """The scope's Context References and their version."""
+        body = build(GetContextReferencesRequest, request, fields)
+        return self._send("POST", "/v1/scopes/references/get", body, ContextReferences)
 
     def remember_memory(
         self, request: RememberMemoryRequest | None = None, /, **fields: Any

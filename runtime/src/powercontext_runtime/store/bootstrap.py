@@ -293,7 +293,7 @@ class BootstrapStore:
                     fingerprint=fingerprint,
                     state=state,
                     # Key order is part of the rendered citation: keep it (no sort_keys).
-                items=json.dumps(items, ensure_ascii=False, separators=(",", ":")),
+                    items=json.dumps(items, ensure_ascii=False, separators=(",", ":")),
                     pack_digest=pack_digest,
                     content_bytes=content_bytes,
                     created_at=now,

@@ -1,0 +1,102 @@
+"""``powercontext handoff|scope refs``: the inputs of SessionStart bootstrap."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .output import emit, scoped_client
+
+
+def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+    scoped = argparse.ArgumentParser(add_help=False, parents=[common])
+    scoped.add_argument(
+        "--scope",
+        default=os.environ.get("POWERCONTEXT_SCOPE_ID"),
+        help="scope id (default: POWERCONTEXT_SCOPE_ID)",
+    )
+
+    handoff = sub.add_parser("handoff", help="commit or read the scope's Handoff")
+    verbs = handoff.add_subparsers(dest="verb", required=True, metavar="VERB")
+    p = verbs.add_parser("commit", help="commit the next revision", parents=[scoped])
+    p.add_argument("content", help="powercontext.handoff.v1 JSON, @FILE, or - for stdin")
+    p.add_argument("--base", type=int, help="the revision this continues (omit for the first)")
+    p.set_defaults(handler=_commit)
+    p = verbs.add_parser("get", help="an exact revision", parents=[scoped])
+    p.add_argument("--revision", type=int, required=True)
+    p.set_defaults(handler=_get)
+
+    scope = sub.add_parser("scope", help="scope settings")
+    scope_verbs = scope.add_subparsers(dest="area", required=True, metavar="AREA")
+    refs = scope_verbs.add_parser("refs", help="Context References (bootstrap sources)")
+    verbs = refs.add_subparsers(dest="verb", required=True, metavar="VERB")
+    p = verbs.add_parser("set", help="replace the ordered list", parents=[scoped])
+    p.add_argument("references", nargs="*", metavar="SCOPE_ID")
+    p.add_argument("--expected-version", type=int)
+    p.set_defaults(handler=_refs_set)
+    p = verbs.add_parser("get", help="show the list", parents=[scoped])
+    p.set_defaults(handler=_refs_get)
+
+
+def _load(value: str) -> Any:
+    if value == "-":
+        value = sys.stdin.read()
+    elif value.startswith("@"):
+        value = Path(value[1:]).read_text(encoding="utf-8")
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        raise SystemExit("powercontext: the handoff content must be JSON") from None
+
+
+def handoff_ref(revision: int) -> dict[str, Any]:
+    return {"family": "handoff", "artifact_id": "handoff", "revision": revision}
+
+
+def _commit(args: argparse.Namespace) -> int:
+    base = None if args.base is None else handoff_ref(args.base)
+    with scoped_client(args) as client:
+        result = client.commit_handoff(scope_id=args.scope, base=base, content=_load(args.content))
+    emit(
+        result.model_dump(mode="json", by_alias=True),
+        as_json=args.json,
+        human=f"handoff revision {result.reference.revision}",
+    )
+    return 0
+
+
+def _get(args: argparse.Namespace) -> int:
+    with scoped_client(args) as client:
+        result = client.get_handoff(scope_id=args.scope, artifact=handoff_ref(args.revision))
+    data = result.model_dump(mode="json", by_alias=True)
+    emit(data, as_json=args.json, human=json.dumps(data["content"], ensure_ascii=False, indent=2))
+    return 0
+
+
+def _refs_set(args: argparse.Namespace) -> int:
+    fields: dict[str, Any] = {"scope_id": args.scope, "references": args.references}
+    if args.expected_version is not None:
+        fields["expected_version"] = args.expected_version
+    with scoped_client(args) as client:
+        result = client.set_context_references(**fields)
+    emit(
+        result,
+        as_json=args.json,
+        human=f"version {result.version}: " + (", ".join(result.references) or "(none)"),
+    )
+    return 0
+
+
+def _refs_get(args: argparse.Namespace) -> int:
+    with scoped_client(args) as client:
+        result = client.get_context_references(scope_id=args.scope)
+    emit(
+        result,
+        as_json=args.json,
+        human=f"version {result.version}: " + (", ".join(result.references) or "(none)"),
+    )
+    return 0
