@@ -26,7 +26,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Mapping, MutableMapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol, cast
 
 import anyio
 from mcp.server import Server, ServerRequestContext
@@ -64,6 +64,12 @@ _INSTRUCTIONS = (
 Scope = MutableMapping[str, Any]
 Receive = Any
 Send = Any
+
+
+class _Scoped(Protocol):
+    """Every tool's request model carries the scope it acts on (a test pins this)."""
+
+    scope_id: str
 
 
 def build_server(runtime: Runtime, tools: Sequence[ToolSpec] = TOOLS) -> Server[Any]:
@@ -111,7 +117,7 @@ async def call(
             raise InvalidRequestError(
                 "the request is invalid", details={"errors": validation_errors(exc)}
             ) from None
-        principal.require(body.scope_id)
+        principal.require(cast(_Scoped, body).scope_id)
         # Services are synchronous SQLAlchemy code: never run them on the event loop. This is
         # the same thread pool FastAPI uses for the HTTP routes.
         result = await anyio.to_thread.run_sync(tool.invoke, runtime, body)
@@ -183,6 +189,7 @@ class McpEndpoint:
 
     @asynccontextmanager
     async def lifespan(self, _app: object) -> AsyncIterator[None]:
+        _quiet_sdk_logs()
         manager = StreamableHTTPSessionManager(
             app=self._server,
             stateless=True,
@@ -220,6 +227,18 @@ class McpEndpoint:
             await _reply(scope, receive, send, 503, "runtime_not_ready", "MCP is not running")
             return
         await manager.handle_request(scope, receive, send)
+
+
+def _quiet_sdk_logs() -> None:
+    """Keep the SDK's routine INFO lines (one per stateless request) out of the daemon log.
+
+    They say nothing an operator needs (``http_request`` already records every call) and the
+    allow-list formatter could only print them as anonymous ``third_party_log`` events.
+    Warnings and errors still pass, and an explicitly configured level is left alone.
+    """
+    sdk = logging.getLogger("mcp")
+    if sdk.level == logging.NOTSET:
+        sdk.setLevel(logging.WARNING)
 
 
 async def _reply(

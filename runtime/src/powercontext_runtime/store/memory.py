@@ -332,12 +332,14 @@ class MemoryStore:
             rows = {
                 row.id: row
                 for row in conn.execute(
-                    select(_v.c.id, _v.c.entry_id, _v.c.entry_version_id, _v.c.text).where(
-                        _v.c.scope_id == scope_id,
-                        _v.c.id.in_(bindparam("ids", expanding=True)),
-                    ),
+                    # By primary key only: adding ``scope_id`` here lets SQLite pick the
+                    # (scope_id, entry_version_id) index and scan the whole scope.
+                    select(
+                        _v.c.id, _v.c.scope_id, _v.c.entry_id, _v.c.entry_version_id, _v.c.text
+                    ).where(_v.c.id.in_(bindparam("ids", expanding=True))),
                     {"ids": [r.rowid for r in ranked]},
                 )
+                if row.scope_id == scope_id
             }
         # Final order: score, then entry id by byte order (ties at the cut were all kept).
         ordered = sorted(

@@ -332,10 +332,12 @@ class ReviewStore:
             rows = {
                 row.id: row
                 for row in conn.execute(
-                    select(_a.c.id, _a.c.artifact_id, _a.c.revision, _a.c.content).where(
-                        _a.c.scope_id == scope_id, _a.c.id.in_([r.rowid for r in ranked])
-                    )
+                    # By primary key only (a scope_id filter would make SQLite scan the scope).
+                    select(
+                        _a.c.id, _a.c.scope_id, _a.c.artifact_id, _a.c.revision, _a.c.content
+                    ).where(_a.c.id.in_([r.rowid for r in ranked]))
                 )
+                if row.scope_id == scope_id
             }
         ordered = sorted(
             (r for r in ranked if r.rowid in rows),
