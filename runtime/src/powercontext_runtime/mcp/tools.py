@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from mcp.types import Tool, ToolAnnotations
 
 from ..composition import Runtime
+from ..contract.bootstrap import CommitHandoffRequest, GetHandoffRequest, HandoffResult
 from ..contract.common import StrictModel
 from ..contract.memory import (
     CaptureSourceRequest,
@@ -153,11 +154,15 @@ TOOLS: tuple[ToolSpec, ...] = (
           lambda rt, body: rt.review.revise(body),
           "Replace a pending candidate's proposal with a full new version (earlier versions "
           "stay readable)."),
-    # -- Handoff: add one row each when the runtime serves the operations (spec 03), e.g.
-    # _tool("commit_handoff", CommitHandoffRequest, HandoffResult,
-    #       lambda rt, body: rt.handoff.commit(body), "…"),
-    # _tool("get_handoff", GetHandoffRequest, HandoffResult,
-    #       lambda rt, body: rt.handoff.get(body), "…", read_only=True),
+    # -- Handoff -----------------------------------------------------------------------------
+    _tool("commit_handoff", CommitHandoffRequest, HandoffResult,
+          lambda rt, body: rt.bootstrap.commit_handoff(body),
+          "Commit the scope's next Handoff revision (objective, state, disposition, next "
+          "action, omissions). base is the revision you continue from (null for the first); "
+          "a stale base is an artifact_conflict naming the current one."),
+    _tool("get_handoff", GetHandoffRequest, HandoffResult,
+          lambda rt, body: rt.bootstrap.get_handoff(body),
+          "Re-read an exact Handoff revision." + _UNTRUSTED, read_only=True),
     # -- Sources ----------------------------------------------------------------------------
     _tool("capture_content_source", CaptureSourceRequest, CaptureSourceResponse,
           lambda rt, body: rt.sources.capture(body),
