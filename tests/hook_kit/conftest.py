@@ -90,7 +90,7 @@ class HookRun:
     stderr: str
     lines: list[dict[str, Any]]
 
-    def injected(self) -> str | None:
+    def injected(self, event_name: str = "UserPromptSubmit") -> str | None:
         """The injected context, after checking stdout is exactly one envelope or nothing."""
         if not self.stdout:
             return None
@@ -99,7 +99,7 @@ class HookRun:
         assert list(document) == ["hookSpecificOutput"]
         output = document["hookSpecificOutput"]
         assert list(output) == ["hookEventName", "additionalContext"]
-        assert output["hookEventName"] == "UserPromptSubmit"
+        assert output["hookEventName"] == event_name
         return str(output["additionalContext"])
 
     def outcome(self, event: str = "context_prepare") -> str | None:
@@ -125,12 +125,13 @@ def run_in_process(
     env: dict[str, str],
     *,
     host: str = "codex",
+    hook: str = "user-prompt-submit",
 ) -> HookRun:
     """``run_hook`` with in-memory streams: same code path as the process, minus start-up."""
     stdin = io.BytesIO(payload if isinstance(payload, bytes) else json.dumps(payload).encode())
     stdout = io.BytesIO()
     stderr = io.StringIO()
-    code = run_hook(StandardHostAdapter(host), "user-prompt-submit", stdin, stdout, stderr, env)
+    code = run_hook(StandardHostAdapter(host), hook, stdin, stdout, stderr, env)
     return HookRun(code, stdout.getvalue(), stderr.getvalue(), parse_lines(stderr.getvalue()))
 
 

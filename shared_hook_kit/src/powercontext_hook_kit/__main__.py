@@ -1,5 +1,7 @@
 """``python -m powercontext_hook_kit hook <host> <hook>``: run a hook by hand or from a test.
 
+``<hook>`` is ``user-prompt-submit`` or ``session-start`` (:data:`~.runner.HOOK_NAMES`).
+
 Uses :class:`StandardHostAdapter`, which fits both Codex CLI and Claude Code. Like every hook
 entry point it exits 0 even on a usage error: a misregistered hook must never block a prompt.
 """

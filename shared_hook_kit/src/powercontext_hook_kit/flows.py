@@ -1,9 +1,16 @@
 """Host-neutral hook flows: what a hook does, written once for every host.
 
-``user_prompt_submit``: resolve the scope → recall a prepared pack for the prompt → capture the
-prompt as a source → hand back the validated pack. Recall comes first so a prompt can never
-recall itself, and capture is best-effort: its failure never changes what is injected. Every
-failure path returns ``None`` (inject nothing) and records one diagnostic line.
+``user_prompt_submit``: resolve the scope → recall a prepared pack for the prompt (passing the
+session's delivered bootstrap receipt once, so recall does not repeat it) → capture the prompt as
+a source → hand back the validated pack. Recall comes first so a prompt can never recall itself,
+and capture is best-effort: its failure never changes what is injected.
+
+``session_start`` (spec 05 § Host side): resolve the scope → ask for the bootstrap pack (always,
+even when the user's switch is off, so a pending receipt of a replayed event is finalised) →
+validate strictly → claim the receipt ``pending → injected`` → only then hand back the pack and
+remember the receipt for the next prompt.
+
+Every failure path returns ``None`` (inject nothing) and records one diagnostic line.
 """
 
 from __future__ import annotations
@@ -13,24 +20,46 @@ import time
 
 import msgspec
 
-from .contract import InvalidResponse, decode_prepared
+from .contract import (
+    BootstrapContext,
+    InvalidResponse,
+    decode_bootstrap,
+    decode_prepared,
+    decode_receipt,
+)
 from .diagnostics import Diagnostics, Event, Outcome, outcome_for
-from .host import USER_PROMPT_SUBMIT, HostInfo, PromptEvent
+from .host import USER_PROMPT_SUBMIT, HostInfo, PromptEvent, SessionStartEvent
+from .receipts import ReceiptStore
 from .scope import ScopeError, resolve_scope
 from .settings import HookSettings
 from .transport import Deadline, HttpOutcome, HttpResponse, post_json
 
 __all__ = [
+    "BOOTSTRAP_LIFECYCLES",
+    "BOOTSTRAP_PATH",
+    "BOOTSTRAP_PROFILE",
     "CAPTURE_PATH",
+    "EVENT_ID_MAX_CHARS",
     "FLUSH_PATH",
     "PREPARE_PATH",
     "QUERY_MAX_CHARS",
+    "RECEIPTS_PATH",
     "SOURCE_CONTENT_MAX_CHARS",
+    "bootstrap_event_id",
     "prompt_source_id",
+    "session_start",
     "user_prompt_submit",
 ]
 
 PREPARE_PATH = "/v1/context/prepare"
+BOOTSTRAP_PATH = "/v1/context/bootstrap"
+RECEIPTS_PATH = "/v1/context/bootstrap/receipts"
+BOOTSTRAP_PROFILE = "powercontext.scope-bootstrap.v1"
+#: The lifecycle words the runtime accepts; a host ``source`` outside them is not bootstrapped.
+BOOTSTRAP_LIFECYCLES: frozenset[str] = frozenset(
+    {"startup", "resume", "clear", "compact", "restore", "fork"}
+)
+EVENT_ID_MAX_CHARS = 256
 CAPTURE_PATH = "/v1/sources/content"
 FLUSH_PATH = "/v1/memory/flush"
 QUERY_MAX_CHARS = 8192
@@ -201,11 +230,14 @@ def user_prompt_submit(
     deadline: Deadline,
     *,
     bootstrap_receipt_id: str | None = None,
+    receipts: ReceiptStore | None = None,
 ) -> str | None:
     """The pack to inject for this prompt, or ``None``; never raises for runtime behaviour.
 
-    ``bootstrap_receipt_id`` is the pending local bootstrap receipt (spec 05, recall
-    de-duplication); the SessionStart flow will supply it, ``None`` until then.
+    ``bootstrap_receipt_id`` de-duplicates recall against a delivered bootstrap pack (spec 05).
+    When the caller does not pass one, the session's receipt is taken from ``receipts`` and,
+    once the prepare call was made — whatever its outcome — consumed there, so only the first
+    prompt after a SessionStart sends it (later prompts must not hide entries again).
     """
     prompt = event.prompt
     if prompt is None or not prompt.strip():
@@ -219,7 +251,14 @@ def user_prompt_submit(
         diagnostics.record("context_prepare", "skipped")
         return None
     query = prompt.strip()[:QUERY_MAX_CHARS]
-    recall = _recall(scope_id, query, settings, diagnostics, deadline, bootstrap_receipt_id)
+    local_receipt = None
+    if bootstrap_receipt_id is None and receipts is not None:
+        local_receipt = bootstrap_receipt_id = receipts.get(event.session_id)
+    try:
+        recall = _recall(scope_id, query, settings, diagnostics, deadline, bootstrap_receipt_id)
+    finally:
+        if local_receipt is not None and receipts is not None:
+            receipts.consume(event.session_id, local_receipt)
     if not settings.capture_prompts:
         diagnostics.record("source_capture", "disabled")
     elif recall.outcome in _NO_CAPTURE_AFTER:
@@ -230,3 +269,198 @@ def user_prompt_submit(
         except Exception:  # capture is best-effort: even a bug here must not cost the pack
             diagnostics.record("source_capture", "invalid_response")
     return recall.content
+
+
+# --- SessionStart ------------------------------------------------------------------------------
+
+
+def bootstrap_event_id(source: str, session_id: str | None) -> str | None:
+    """The stable per-event identity the runtime de-duplicates bootstrap requests by, or ``None``.
+
+    Only ``startup`` has one: a fresh session id names exactly one start. ``resume``, ``clear``,
+    ``compact``, ``fork`` and ``restore`` reuse (or inherit) a session id that already named an
+    earlier event, so sending it would make the runtime treat a *new* lifecycle event as a
+    replay and answer ``skipped``. An id longer than the runtime accepts is replaced by its
+    sha256, which stays just as stable.
+    """
+    if source != "startup" or session_id is None:
+        return None
+    if len(session_id) <= EVENT_ID_MAX_CHARS:
+        return session_id
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"sha256:{digest}"
+
+
+def _forget(receipts: ReceiptStore | None, session_id: str | None) -> None:
+    if receipts is not None:
+        receipts.clear(session_id)
+
+
+def session_start(
+    event: SessionStartEvent,
+    host: HostInfo,
+    settings: HookSettings,
+    diagnostics: Diagnostics,
+    deadline: Deadline,
+    *,
+    receipts: ReceiptStore | None = None,
+    handoff_ref: dict[str, object] | None = None,
+) -> str | None:
+    """The bootstrap pack to inject at SessionStart, or ``None``; never raises for runtime
+    behaviour.
+
+    The runtime is asked even when ``settings.bootstrap`` is off (``enabled:false``): that is
+    how a pending receipt of a replayed event gets finalised as ``skipped``. A ``ready`` pack is
+    returned only after its receipt was claimed ``pending → injected``; then its id is stored in
+    ``receipts`` for the next prompt. A replayed, already injected event keeps the local receipt
+    only if it is the one already stored; every other outcome clears it, so a stale receipt
+    never de-duplicates a later prompt. ``handoff_ref`` names one Handoff revision
+    (``{"family":"handoff","artifact_id":"handoff","revision":N}``); no host supplies one today.
+    """
+    session_id = event.session_id
+    source = event.source
+    if source is None or source not in BOOTSTRAP_LIFECYCLES:
+        diagnostics.record("context_bootstrap", "skipped")
+        _forget(receipts, session_id)
+        return None
+    try:
+        scope_id = resolve_scope(event.cwd, settings.scope_id)
+    except ScopeError:
+        scope_id = None
+    if scope_id is None:
+        diagnostics.record("context_bootstrap", "skipped")
+        _forget(receipts, session_id)
+        return None
+    start = time.monotonic()
+    request = {
+        "scope_id": scope_id,
+        "enabled": settings.bootstrap,
+        "profile": BOOTSTRAP_PROFILE,
+        "lifecycle": source,
+        "integration": host.name,
+        "event_id": bootstrap_event_id(source, session_id),
+        "max_bytes": settings.bootstrap_max_bytes,
+        "handoff_ref": handoff_ref,
+    }
+    result = post_json(
+        settings.endpoint,
+        BOOTSTRAP_PATH,
+        msgspec.json.encode(request),
+        token=settings.token,
+        deadline=deadline,
+    )
+    if not (isinstance(result, HttpResponse) and result.status == 200):
+        _fail("context_bootstrap", result, diagnostics, start)
+        _forget(receipts, session_id)
+        return None
+    try:
+        pack = decode_bootstrap(result.body, settings.bootstrap_max_bytes)
+        if pack.status == "ready" and not settings.bootstrap:
+            raise InvalidResponse("a ready pack although bootstrap was not enabled")
+    except InvalidResponse:
+        diagnostics.record(
+            "context_bootstrap", "invalid_response", http_status=200, duration_ms=_elapsed_ms(start)
+        )
+        _forget(receipts, session_id)
+        return None
+    if pack.status != "ready":
+        _not_ready(pack, session_id, settings, diagnostics, receipts, start)
+        return None
+    return _claim_and_deliver(
+        pack, scope_id, session_id, settings, diagnostics, deadline, receipts, start
+    )
+
+
+def _not_ready(
+    pack: BootstrapContext,
+    session_id: str | None,
+    settings: HookSettings,
+    diagnostics: Diagnostics,
+    receipts: ReceiptStore | None,
+    start: float,
+) -> None:
+    """``empty``/``skipped``: inject nothing; keep the local receipt only for a replayed,
+    already delivered event whose receipt is the one this session already holds."""
+    outcome: Outcome = (
+        "disabled" if not settings.bootstrap else ("empty" if pack.status == "empty" else "skipped")
+    )
+    diagnostics.record(
+        "context_bootstrap",
+        outcome,
+        http_status=200,
+        context_status=pack.status,
+        content_bytes=0,
+        duration_ms=_elapsed_ms(start),
+    )
+    if receipts is None:
+        return
+    receipt = pack.receipt
+    replayed_delivery = pack.status == "skipped" and receipt.state == "injected"
+    if replayed_delivery and receipts.get(session_id) == receipt.receipt_id:
+        return
+    receipts.clear(session_id)
+
+
+def _claim_and_deliver(
+    pack: BootstrapContext,
+    scope_id: str,
+    session_id: str | None,
+    settings: HookSettings,
+    diagnostics: Diagnostics,
+    deadline: Deadline,
+    receipts: ReceiptStore | None,
+    start: float,
+) -> str | None:
+    """Claim ``pending → injected``; the pack goes out only if the runtime confirms the claim.
+
+    A claim the runtime refuses (409: another process delivered it, or it was finalised) or
+    cannot confirm means someone else may have delivered this pack, or nobody should: inject
+    nothing. There is no retry — a second claim is always refused by design.
+    """
+    content = pack.content
+    receipt_id = pack.receipt.receipt_id
+    assert content is not None  # guaranteed by decode_bootstrap for a ready pack
+    claim_start = time.monotonic()
+    body = msgspec.json.encode(
+        {"scope_id": scope_id, "receipt_id": receipt_id, "state": "injected"}
+    )
+    result = post_json(
+        settings.endpoint, RECEIPTS_PATH, body, token=settings.token, deadline=deadline
+    )
+    outcome: Outcome
+    if isinstance(result, HttpResponse) and result.status == 200:
+        try:
+            recorded = decode_receipt(result.body)
+            if recorded.receipt_id != receipt_id or recorded.state != "injected":
+                raise InvalidResponse("the claim answer names another receipt or state")
+        except InvalidResponse:
+            outcome = "invalid_response"
+        else:
+            outcome = "injected"
+    elif isinstance(result, HttpResponse) and result.status == 409:
+        outcome = "receipt_rejected"
+    else:
+        outcome = outcome_for(result)
+    diagnostics.record(
+        "bootstrap_receipt",
+        outcome,
+        http_status=result.status,
+        duration_ms=_elapsed_ms(claim_start),
+    )
+    # The bootstrap call itself worked; its line only repeats the claim's verdict, so it is
+    # written quietly (debug) unless the pack goes out.
+    diagnostics.record(
+        "context_bootstrap",
+        outcome,
+        http_status=200,
+        context_status="ready",
+        content_bytes=pack.content_bytes,
+        duration_ms=_elapsed_ms(start),
+        quiet=outcome != "injected",
+    )
+    if outcome != "injected":
+        _forget(receipts, session_id)
+        return None
+    if receipts is not None:
+        receipts.put(session_id, receipt_id)  # failure only costs one de-duplication
+    return content

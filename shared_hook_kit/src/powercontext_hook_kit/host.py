@@ -1,7 +1,8 @@
 """What differs between hosts, as a small protocol — and the shared default both hosts fit.
 
-Codex CLI and Claude Code send nearly the same hook event (spec 07, "Host facts"): only the
-per-turn id is named differently (``turn_id`` vs ``prompt_id``), and both accept the same
+Codex CLI and Claude Code send nearly the same hook events (spec 07, "Host facts"): only the
+per-turn id of ``UserPromptSubmit`` is named differently (``turn_id`` vs ``prompt_id``),
+``SessionStart`` carries ``session_id``, ``cwd`` and ``source`` on both, and both accept the same
 ``hookSpecificOutput`` envelope. A plugin therefore usually needs nothing more than
 ``StandardHostAdapter("codex")``; the :class:`HostAdapter` protocol exists so a host that
 diverges later can be adapted without touching the flows.
@@ -16,15 +17,18 @@ from typing import Any, Protocol, runtime_checkable
 import msgspec
 
 __all__ = [
+    "SESSION_START",
     "USER_PROMPT_SUBMIT",
     "HostAdapter",
     "HostInfo",
     "PromptEvent",
+    "SessionStartEvent",
     "StandardHostAdapter",
     "hook_output",
 ]
 
 USER_PROMPT_SUBMIT = "UserPromptSubmit"
+SESSION_START = "SessionStart"
 
 _HOST_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 _MAX_ID_CHARS = 1024
@@ -53,6 +57,18 @@ class PromptEvent(msgspec.Struct, frozen=True):
     turn_id: str | None = None
 
 
+class SessionStartEvent(msgspec.Struct, frozen=True):
+    """The host-neutral fields of a ``SessionStart`` event; ``None`` when absent or unusable.
+
+    ``source`` is the host's lifecycle word (``startup``, ``resume``, ``clear``, ``compact``,
+    ``fork``…) passed through as given; the flow decides which ones it can bootstrap.
+    """
+
+    session_id: str | None
+    cwd: str | None
+    source: str | None
+
+
 @runtime_checkable
 class HostAdapter(Protocol):
     """How one host's hook events are read and its output is written."""
@@ -68,6 +84,10 @@ class HostAdapter(Protocol):
 
     def prompt_event(self, payload: Mapping[str, Any]) -> PromptEvent:
         """Extract the prompt, working directory, session and turn ids from the event."""
+        ...
+
+    def session_start_event(self, payload: Mapping[str, Any]) -> SessionStartEvent:
+        """Extract the session id, working directory and lifecycle source of a SessionStart."""
         ...
 
     def render_output(self, hook_event_name: str, additional_context: str) -> bytes:
@@ -86,6 +106,12 @@ def _text(value: object, limit: int | None = None) -> str | None:
     except UnicodeEncodeError:  # lone surrogates from a lenient JSON decoder
         value = value.encode("utf-8", "replace").decode("utf-8")
     return value
+
+
+def _cwd(payload: Mapping[str, Any]) -> str | None:
+    """The host's working directory, only if absolute (never resolved against our own cwd)."""
+    cwd = _text(payload.get("cwd"), 4096)
+    return cwd if cwd is not None and os.path.isabs(cwd) and "\x00" not in cwd else None
 
 
 _OUTPUT_ENCODER = msgspec.json.Encoder()
@@ -126,7 +152,6 @@ class StandardHostAdapter:
         return _text(payload.get("hook_event_name"), 128)
 
     def prompt_event(self, payload: Mapping[str, Any]) -> PromptEvent:
-        cwd = _text(payload.get("cwd"), 4096)
         turn_id = None
         for field in self._turn_id_fields:
             turn_id = _text(payload.get(field), _MAX_ID_CHARS)
@@ -134,9 +159,16 @@ class StandardHostAdapter:
                 break
         return PromptEvent(
             prompt=_text(payload.get("prompt")),
-            cwd=cwd if cwd is not None and os.path.isabs(cwd) and "\x00" not in cwd else None,
+            cwd=_cwd(payload),
             session_id=_text(payload.get("session_id"), _MAX_ID_CHARS),
             turn_id=turn_id,
+        )
+
+    def session_start_event(self, payload: Mapping[str, Any]) -> SessionStartEvent:
+        return SessionStartEvent(
+            session_id=_text(payload.get("session_id"), _MAX_ID_CHARS),
+            cwd=_cwd(payload),
+            source=_text(payload.get("source"), 64),
         )
 
     def render_output(self, hook_event_name: str, additional_context: str) -> bytes:

@@ -17,8 +17,9 @@ from typing import Any, BinaryIO, TextIO
 import msgspec
 
 from .diagnostics import Diagnostics, Event
-from .flows import user_prompt_submit
-from .host import USER_PROMPT_SUBMIT, HostAdapter, HostInfo
+from .flows import session_start, user_prompt_submit
+from .host import SESSION_START, USER_PROMPT_SUBMIT, HostAdapter, HostInfo
+from .receipts import ReceiptStore
 from .settings import HookSettings, SettingsError, debug_enabled, plugin_data_dir
 from .transport import Deadline
 
@@ -46,6 +47,11 @@ class _Hook(msgspec.Struct, frozen=True):
     run: _HookRun
 
 
+def _receipt_store(host: str, env: Mapping[str, str]) -> ReceiptStore:
+    """The session receipt store in the plugin data dir, located only when first used."""
+    return ReceiptStore(lambda: plugin_data_dir(host, env))
+
+
 def _run_user_prompt_submit(
     adapter: HostAdapter,
     payload: Mapping[str, Any],
@@ -60,15 +66,45 @@ def _run_user_prompt_submit(
         return None
     deadline = Deadline.after(settings.deadline_seconds, start=started)
     content = user_prompt_submit(
-        adapter.prompt_event(payload), HostInfo(adapter.name), settings, diagnostics, deadline
+        adapter.prompt_event(payload),
+        HostInfo(adapter.name),
+        settings,
+        diagnostics,
+        deadline,
+        receipts=_receipt_store(adapter.name, env),
     )
     if content is None:
         return None
     return adapter.render_output(USER_PROMPT_SUBMIT, content)
 
 
+def _run_session_start(
+    adapter: HostAdapter,
+    payload: Mapping[str, Any],
+    env: Mapping[str, str],
+    diagnostics: Diagnostics,
+    started: float,
+) -> bytes | None:
+    event = adapter.session_start_event(payload)
+    receipts = _receipt_store(adapter.name, env)
+    try:
+        settings = HookSettings.load(adapter.name, env)
+    except SettingsError:
+        diagnostics.record("context_bootstrap", "skipped")
+        receipts.clear(event.session_id)  # no new pack: the old receipt must not linger
+        return None
+    deadline = Deadline.after(settings.deadline_seconds, start=started)
+    content = session_start(
+        event, HostInfo(adapter.name), settings, diagnostics, deadline, receipts=receipts
+    )
+    if content is None:
+        return None
+    return adapter.render_output(SESSION_START, content)
+
+
 _HOOKS: dict[str, _Hook] = {
     "user-prompt-submit": _Hook(USER_PROMPT_SUBMIT, "context_prepare", _run_user_prompt_submit),
+    "session-start": _Hook(SESSION_START, "context_bootstrap", _run_session_start),
 }
 
 #: The hook names :func:`run_hook` accepts (the plugins' ``hook <name>`` verbs).
@@ -146,8 +182,8 @@ def run_hook(
 ) -> int:
     """Run one hook invocation end to end; returns the exit code, which is always 0.
 
-    ``hook_name`` is one of :data:`HOOK_NAMES` (``user-prompt-submit``); diagnostics are
-    labelled ``powercontext.<host>.<hook_name>``.
+    ``hook_name`` is one of :data:`HOOK_NAMES` (``user-prompt-submit``, ``session-start``);
+    diagnostics are labelled ``powercontext.<host>.<hook_name>``.
     """
     started = time.monotonic()
     hook = _HOOKS.get(hook_name)

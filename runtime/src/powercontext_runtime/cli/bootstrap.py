@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
-from pathlib import Path
 from typing import Any
 
-from .output import emit, scoped_client
+from .output import emit, json_argument, scoped_client
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
@@ -42,17 +40,6 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.set_defaults(handler=_refs_get)
 
 
-def _load(value: str) -> Any:
-    if value == "-":
-        value = sys.stdin.read()
-    elif value.startswith("@"):
-        value = Path(value[1:]).read_text(encoding="utf-8")
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError:
-        raise SystemExit("powercontext: the handoff content must be JSON") from None
-
-
 def handoff_ref(revision: int) -> dict[str, Any]:
     return {"family": "handoff", "artifact_id": "handoff", "revision": revision}
 
@@ -60,7 +47,11 @@ def handoff_ref(revision: int) -> dict[str, Any]:
 def _commit(args: argparse.Namespace) -> int:
     base = None if args.base is None else handoff_ref(args.base)
     with scoped_client(args) as client:
-        result = client.commit_handoff(scope_id=args.scope, base=base, content=_load(args.content))
+        result = client.commit_handoff(
+            scope_id=args.scope,
+            base=base,
+            content=json_argument(args.content, "the handoff content"),
+        )
     emit(
         result.model_dump(mode="json", by_alias=True),
         as_json=args.json,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -35,3 +36,15 @@ def scoped_client(args: argparse.Namespace) -> PowerContextClient:
         sys.stderr.write("powercontext: --scope (or POWERCONTEXT_SCOPE_ID) is required\n")
         raise SystemExit(2)
     return PowerContextClient(args.url, token=args.token)
+
+
+def json_argument(value: str, what: str) -> Any:
+    """A JSON argument given inline, as ``@FILE``, or as ``-`` for standard input."""
+    if value == "-":
+        value = sys.stdin.read()
+    elif value.startswith("@"):
+        value = Path(value[1:]).read_text(encoding="utf-8")
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        raise SystemExit(f"powercontext: {what} must be JSON") from None

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from ..contract.review import Candidate
-from .output import emit, scoped_client
+from .output import emit, json_argument, scoped_client
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
@@ -169,17 +167,6 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_proposal(value: str) -> Any:
-    if value == "-":
-        value = sys.stdin.read()
-    elif value.startswith("@"):
-        value = Path(value[1:]).read_text(encoding="utf-8")
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError:
-        raise SystemExit("powercontext: --proposal must be JSON") from None
-
-
 def _decide(args: argparse.Namespace) -> int:
     fields: dict[str, Any] = {
         "scope_id": args.scope,
@@ -194,7 +181,7 @@ def _decide(args: argparse.Namespace) -> int:
                 **fields, decision_reason=args.decision_reason
             )
         else:
-            fields["proposal"] = _read_proposal(args.proposal)
+            fields["proposal"] = json_argument(args.proposal, "--proposal")
             if args.source_refs is not None:
                 fields["source_refs"] = _source_refs(args.source_refs)
             if args.artifact_refs is not None:

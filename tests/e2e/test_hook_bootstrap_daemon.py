@@ -1,0 +1,148 @@
+"""The SessionStart hook process against a real runtime daemon (spec 05 § Host side, end to end).
+
+``python -m powercontext_hook_kit hook codex session-start`` with bootstrap switched on must
+print exactly the runtime's pack, leave the server-side receipt ``injected`` (a second claim is
+refused) and hand the receipt to the next ``user-prompt-submit`` process of the same session,
+whose recall then leaves out the entry already delivered whole — and only that one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.helpers import BOOTSTRAP, PREPARE, RECEIPTS, assert_envelope, new_scope, remember
+from tests.support.daemon import Daemon
+
+DELIVERED = "Deploy checklist: run the smoke tests first"
+PLAIN = "Deploy checklist lives in docs/deploy.md"
+QUERY = "deploy checklist smoke tests"
+
+
+def hook_env(daemon: Daemon, scope: str, tmp_path: Path) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("POWERCONTEXT_", "CLAUDE_PLUGIN_", "PLUGIN_"))
+    }
+    env.update(
+        POWERCONTEXT_URL=daemon.url,
+        POWERCONTEXT_TOKEN=daemon.token,
+        POWERCONTEXT_SCOPE_ID=scope,
+        POWERCONTEXT_BOOTSTRAP="1",
+        POWERCONTEXT_CAPTURE_PROMPTS="0",
+        PLUGIN_DATA=str(tmp_path / "plugin-data"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        XDG_DATA_HOME=str(tmp_path / "data"),
+    )
+    return env
+
+
+def run_hook(
+    hook: str, payload: dict[str, Any], env: dict[str, str], *, outcome: str | None = None
+) -> str | None:
+    """Run one hook process; returns its ``additionalContext`` (``None`` if it printed nothing).
+
+    Successes are silent; ``outcome`` is the one diagnostic line expected otherwise.
+    """
+    completed = subprocess.run(
+        [sys.executable, "-m", "powercontext_hook_kit", "hook", "codex", hook],
+        input=json.dumps(payload).encode(),
+        env=env,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0
+    lines = [json.loads(line) for line in completed.stderr.decode().splitlines()]
+    assert [line["outcome"] for line in lines] == ([outcome] if outcome else []), lines
+    if not completed.stdout:
+        return None
+    assert completed.stdout.endswith(b"\n") and completed.stdout.count(b"\n") == 1
+    output = json.loads(completed.stdout)["hookSpecificOutput"]
+    assert output["hookEventName"] == {"session-start": "SessionStart"}.get(
+        hook, "UserPromptSubmit"
+    )
+    return str(output["additionalContext"])
+
+
+def test_session_start_hook_delivers_claims_and_deduplicates_recall(
+    module_daemon: Daemon, tmp_path: Path
+) -> None:
+    scope = new_scope("hook-bootstrap")
+    session = f"sess-{uuid.uuid4().hex}"
+    with module_daemon.client() as client:
+        delivered = remember(client, scope, DELIVERED, tags=["bootstrap-context"])
+        remember(client, scope, PLAIN)  # matches the query, never eligible for bootstrap
+        control = client.post(PREPARE, json={"scope_id": scope, "query": QUERY}).json()
+        assert DELIVERED in control["content"] and PLAIN in control["content"]  # also a warm-up
+
+    env = hook_env(module_daemon, scope, tmp_path)
+    start = {
+        "session_id": session,
+        "transcript_path": str(tmp_path / "rollout.jsonl"),
+        "cwd": str(tmp_path),
+        "hook_event_name": "SessionStart",
+        "model": "gpt-stub",
+        "permission_mode": "default",
+        "source": "startup",
+    }
+    context = run_hook("session-start", start, env)
+
+    with module_daemon.client() as client:
+        # The same inputs always give the same bytes: an event-less request shows the pack.
+        expected = client.post(
+            BOOTSTRAP,
+            json={
+                "scope_id": scope,
+                "enabled": True,
+                "profile": "powercontext.scope-bootstrap.v1",
+                "lifecycle": "startup",
+                "integration": "codex",
+                "max_bytes": 4096,
+            },
+        ).json()
+        assert expected["status"] == "ready"
+        assert context == expected["content"]
+        [item] = expected["items"]
+        cited = delivered["entry"]["citation"]
+        assert item["citation"]["entry_version_id"] == cited["entry_version_id"]
+        assert item["truncated"] is False
+
+        local = json.loads((tmp_path / "plugin-data" / "bootstrap-receipts.json").read_text())
+        assert session not in json.dumps(local)
+        [entry] = local["sessions"].values()
+        receipt_id = entry["receipt_id"]
+        second = client.post(
+            RECEIPTS, json={"scope_id": scope, "receipt_id": receipt_id, "state": "injected"}
+        )
+        error = assert_envelope(second, 409, "receipt_conflict")
+        assert error["details"] == {"state": "injected"}
+
+        # The replayed startup event is terminal: nothing is injected, the local receipt stays.
+        assert run_hook("session-start", start, env, outcome="skipped") is None
+        replayed = json.loads((tmp_path / "plugin-data" / "bootstrap-receipts.json").read_text())
+        assert replayed["sessions"] == local["sessions"]
+
+    prompt = {
+        "session_id": session,
+        "turn_id": "turn-1",
+        "transcript_path": str(tmp_path / "rollout.jsonl"),
+        "cwd": str(tmp_path),
+        "hook_event_name": "UserPromptSubmit",
+        "model": "gpt-stub",
+        "permission_mode": "default",
+        "prompt": QUERY,
+    }
+    first = run_hook("user-prompt-submit", prompt, env)
+    assert first is not None
+    assert PLAIN in first and DELIVERED not in first
+    # Consumed: the next prompt recalls the delivered entry again.
+    second_prompt = run_hook("user-prompt-submit", {**prompt, "turn_id": "turn-2"}, env)
+    assert second_prompt is not None and DELIVERED in second_prompt and PLAIN in second_prompt
