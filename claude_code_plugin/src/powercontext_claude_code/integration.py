@@ -1,0 +1,287 @@
+"""How PowerContext is installed into, removed from and checked against Claude Code.
+
+Only what is specific to Claude Code lives here; the flows are the kit's
+(:class:`powercontext_hook_kit.install.HostIntegration`). What Claude Code 2.1.328 does, as
+verified against the real CLI (``docs/decisions/real-host-facts.md``, ``plugin-install.md``):
+
+* A *directory* marketplace is read in place: ``CLAUDE_PLUGIN_ROOT`` is our rendered folder, so
+  a re-install that rewrites it takes effect at the next session without re-registering.
+* ``claude plugin install`` works without a TTY; ``userConfig`` options reach the hook as
+  ``CLAUDE_PLUGIN_OPTION_<KEY>`` (the kit ranks them just below ``POWERCONTEXT_*``).
+* Hooks run with ``/bin/sh -c`` whatever ``$SHELL`` is, and need no trust step.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+from powercontext_hook_kit.install import (
+    Change,
+    Check,
+    HookRegistration,
+    HostIntegration,
+    InstallContext,
+    InstallError,
+    iter_hook_handlers,
+    load_json_object,
+    run_cli,
+)
+from powercontext_hook_kit.settings import plugin_data_dir
+
+from . import __version__
+
+__all__ = ["ClaudeCodeIntegration"]
+
+
+def _option_value(value: object) -> str | None:
+    """A ``pluginConfigs`` option the way Claude Code exports it to hooks."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(int(value)) if float(value).is_integer() else str(value)
+    if isinstance(value, str):
+        return value
+    return None
+
+
+class ClaudeCodeIntegration(HostIntegration):
+    """PowerContext's Claude Code plugin (``powercontext@powercontext-local``)."""
+
+    host = "claude-code"
+    display_name = "Claude Code"
+    module = "powercontext_claude_code"
+    script = "powercontext-claude-code"
+    cli_name = "claude"
+    version = __version__
+
+    # ---- places ---------------------------------------------------------------------------
+
+    def template(self) -> Traversable:
+        return files("powercontext_claude_code") / "plugin"
+
+    def marketplace_files(self) -> dict[str, Any]:
+        return {
+            ".claude-plugin/marketplace.json": {
+                "name": self.marketplace_name,
+                "owner": {"name": "PowerContext"},
+                "description": "PowerContext, installed from this machine's Python package",
+                "plugins": [
+                    {
+                        "name": self.plugin_name,
+                        "source": f"./plugins/{self.plugin_name}",
+                        "version": self.version,
+                        "description": "Durable, cited project memory before every prompt",
+                    }
+                ],
+            }
+        }
+
+    def config_dir(self, env: Mapping[str, str]) -> Path:
+        configured = env.get("CLAUDE_CONFIG_DIR", "").strip()
+        if configured:
+            return Path(os.path.expanduser(configured)).absolute()
+        return Path(env.get("HOME") or os.path.expanduser("~")) / ".claude"
+
+    def user_hooks_file(self, env: Mapping[str, str]) -> Path:
+        return self.config_dir(env) / "settings.json"
+
+    def shell_argv(self, env: Mapping[str, str]) -> list[str]:
+        return ["/bin/sh", "-c"]  # Claude Code ignores $SHELL for hooks
+
+    def data_dir_vars(self) -> list[str]:
+        return ["CLAUDE_PLUGIN_DATA", "PLUGIN_DATA"]
+
+    def plugin_data_dir(self, env: Mapping[str, str]) -> Path:
+        name = f"{self.plugin_name}-{self.marketplace_name}"  # created by `plugin install`
+        return self.config_dir(env) / "plugins" / "data" / name
+
+    def sample_event(self, cwd: str, prompt: str) -> dict[str, Any]:
+        return {
+            "session_id": "powercontext-doctor",
+            "transcript_path": "",
+            "cwd": cwd,
+            "prompt_id": "powercontext-doctor",
+            "permission_mode": "default",
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": prompt,
+        }
+
+    # ---- talking to claude ---------------------------------------------------------------
+
+    def _claude(self, ctx: InstallContext, *args: str, check: bool = True) -> Any:
+        assert ctx.host_cli is not None
+        return run_cli([ctx.host_cli, *args], env=ctx.env, cwd=ctx.cwd, check=check)
+
+    def _marketplace_path(self, ctx: InstallContext) -> str | None:
+        for market in self._claude(ctx, "plugin", "marketplace", "list", "--json").json():
+            if isinstance(market, dict) and market.get("name") == self.marketplace_name:
+                return str(market.get("path") or market.get("installLocation"))
+        return None
+
+    def _installed_plugin(self, ctx: InstallContext) -> dict[str, Any] | None:
+        for plugin in self._claude(ctx, "plugin", "list", "--json").json():
+            if (
+                isinstance(plugin, dict)
+                and plugin.get("id") == self.plugin_id
+                and plugin.get("scope", "user") == "user"
+            ):
+                return plugin
+        return None
+
+    def _ran(self, ctx: InstallContext, *args: str, detail: str = "") -> None:
+        ctx.backups.before_change(self.user_hooks_file(ctx.env))
+        result = self._claude(ctx, *args)
+        ctx.report.add(Change("ran", result.display(), detail))
+
+    # ---- install / uninstall ---------------------------------------------------------------
+
+    def choose_mode(self, ctx: InstallContext) -> str:
+        without = "merged into settings.json (the MCP server and skill need the plugin)"
+        if getattr(ctx.options, "no_host_cli", False):
+            ctx.report.notes.append(f"--no-host-cli: {without}")
+            return "hooks"
+        if ctx.host_cli is None:
+            ctx.report.notes.append(f"`claude` is not on PATH (or use --host-cli): {without}")
+            return "hooks"
+        return "plugin"
+
+    def register_plugin(self, ctx: InstallContext, marketplace: Path) -> None:
+        path = self._marketplace_path(ctx)
+        if path is not None and os.path.realpath(path) != os.path.realpath(marketplace):
+            self._ran(
+                ctx,
+                "plugin",
+                "marketplace",
+                "remove",
+                self.marketplace_name,
+                detail=f"it pointed at {path}",
+            )
+            path = None
+        if path is None:
+            self._ran(ctx, "plugin", "marketplace", "add", str(marketplace))
+        installed = self._installed_plugin(ctx)
+        if installed is None:
+            self._ran(ctx, "plugin", "install", self.plugin_id, "--scope", "user")
+        elif installed.get("enabled") is not True:
+            self._ran(ctx, "plugin", "enable", self.plugin_id)
+
+    def unregister_plugin(self, ctx: InstallContext) -> None:
+        if self._installed_plugin(ctx) is not None:
+            self._ran(
+                ctx,
+                "plugin",
+                "uninstall",
+                self.plugin_id,
+                "--scope",
+                "user",
+                detail=f"also removes {self.plugin_data_dir(ctx.env)}",
+            )
+        path = self._marketplace_path(ctx)
+        if path is not None and os.path.realpath(path) == os.path.realpath(self.marketplace_dir()):
+            self._ran(ctx, "plugin", "marketplace", "remove", self.marketplace_name)
+
+    # ---- doctor ----------------------------------------------------------------------------
+
+    def _plugin_options(self, settings: Mapping[str, Any]) -> dict[str, str]:
+        """``userConfig`` values (non-sensitive ones live in settings.json) as hook variables."""
+        configs = settings.get("pluginConfigs")
+        entry = configs.get(self.plugin_id) if isinstance(configs, dict) else None
+        options = entry.get("options") if isinstance(entry, dict) else None
+        if not isinstance(options, dict):
+            return {}
+        env = {}
+        for key, value in options.items():
+            text = _option_value(value)
+            if text is not None:
+                env[f"CLAUDE_PLUGIN_OPTION_{key.upper()}"] = text
+        return env
+
+    def _hook_command_in(self, folder: Path) -> str | None:
+        document = load_json_object(folder / "hooks" / "hooks.json") or {}
+        for event, _group, _index, handler in iter_hook_handlers(document):
+            if event == "UserPromptSubmit" and self.is_ours(handler) == "user-prompt-submit":
+                return str(handler["command"])
+        return None
+
+    def _plugin_folder_from_settings(self, settings: Mapping[str, Any]) -> Path | None:
+        """Without ``claude``: our plugin's folder if settings.json enables it."""
+        enabled = settings.get("enabledPlugins")
+        if not (isinstance(enabled, dict) and enabled.get(self.plugin_id) is True):
+            return None
+        markets = settings.get("extraKnownMarketplaces")
+        market = markets.get(self.marketplace_name) if isinstance(markets, dict) else None
+        source = market.get("source") if isinstance(market, dict) else None
+        path = source.get("path") if isinstance(source, dict) else None
+        return Path(path) / "plugins" / self.plugin_name if isinstance(path, str) else None
+
+    def plugin_registered_in_config(self, ctx: InstallContext) -> bool:
+        try:
+            settings = load_json_object(self.user_hooks_file(ctx.env)) or {}
+        except InstallError:
+            return False
+        enabled = settings.get("enabledPlugins")
+        return isinstance(enabled, dict) and enabled.get(self.plugin_id) is True
+
+    def inspect_registration(self, ctx: InstallContext) -> HookRegistration:
+        registration = HookRegistration()
+        checks = registration.checks
+        settings_file = self.user_hooks_file(ctx.env)
+        try:
+            settings = load_json_object(settings_file) or {}
+        except InstallError as exc:
+            checks.append(Check("hooks", "fail", str(exc)))
+            return registration
+        found: list[str] = []
+        for event, _group, _index, handler in iter_hook_handlers(settings):
+            if event == "UserPromptSubmit" and self.is_ours(handler) == "user-prompt-submit":
+                found.append(f"hook in {settings_file}")
+                registration.commands["user-prompt-submit"] = str(handler["command"])
+                clean = {k: v for k, v in ctx.env.items() if k not in self.data_dir_vars()}
+                registration.data_dir = plugin_data_dir(self.host, clean)
+        folder: Path | None
+        if ctx.host_cli is not None:
+            version = self._claude(ctx, "--version", check=False).stdout.strip() or "unknown"
+            checks.append(Check("host", "info", f"Claude Code {version} ({ctx.host_cli})"))
+            try:
+                plugin = self._installed_plugin(ctx)
+            except InstallError as exc:
+                checks.append(Check("hooks", "fail", str(exc)))
+                return registration
+            folder = None
+            if plugin is not None:
+                if plugin.get("enabled") is not True:
+                    checks.append(
+                        Check(
+                            "plugin",
+                            "fail",
+                            f"{self.plugin_id} is installed but disabled",
+                            f"run `claude plugin enable {self.plugin_id}`",
+                        )
+                    )
+                else:
+                    folder = Path(str(plugin.get("readFromFolder") or plugin.get("installPath")))
+        else:
+            checks.append(
+                Check("host", "warn", "`claude` is not on PATH (or use --host-cli): read the files")
+            )
+            folder = self._plugin_folder_from_settings(settings)
+        if folder is not None:
+            try:
+                command = self._hook_command_in(folder)
+            except InstallError as exc:
+                checks.append(Check("hooks", "fail", str(exc)))
+                command = None
+            if command is not None:
+                found.append(f"plugin {self.plugin_id} from {folder}")
+                registration.commands["user-prompt-submit"] = command
+                registration.data_dir = str(self.plugin_data_dir(ctx.env))
+                registration.env = self._plugin_options(settings)
+        checks.extend(
+            self.registration_checks(ctx, found, registration.commands.get("user-prompt-submit"))
+        )
+        return registration

@@ -1,0 +1,30 @@
+"""``powercontext-codex`` (``python -m powercontext_codex``): install, doctor, bind, hook…
+
+``hook <name>`` is what Codex runs before every prompt, so it takes a short path that imports
+only the kit's hook runner (not argparse, subprocess or the install machinery) and always
+exits 0.
+"""
+
+from __future__ import annotations
+
+import sys
+
+HOST = "codex"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) == 2 and args[0] == "hook":
+        from powercontext_hook_kit.host import StandardHostAdapter
+        from powercontext_hook_kit.runner import run_hook_main
+
+        return run_hook_main(StandardHostAdapter(HOST), args[1])
+    from powercontext_hook_kit.install import run_plugin_cli
+
+    from .integration import CodexIntegration
+
+    return run_plugin_cli(CodexIntegration(), args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,590 @@
+"""How PowerContext is installed into, removed from and checked against Codex CLI.
+
+Only what is specific to Codex lives here; the flows are the kit's
+(:class:`powercontext_hook_kit.install.HostIntegration`). What Codex 0.169.0 does, as verified
+against the real CLI (``docs/decisions/real-host-facts.md``, ``plugin-install.md``):
+
+* Plugin hooks run only with the ``plugins`` feature on; with it off, ``install`` falls back to a
+  user hook in ``$CODEX_HOME/hooks.json``.
+* Every hook starts *untrusted* and ``codex exec`` then skips it silently. Installing is the
+  user's explicit decision to run this hook, so ``install`` trusts exactly the hooks it
+  installed — through Codex's own app-server (``hooks/list`` for the key and hash,
+  ``config/batchWrite`` to store ``hooks.state."<key>".trusted_hash``), never by editing
+  ``config.toml`` as text. ``--no-trust`` leaves that to the user (``/hooks`` in Codex).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import tomllib
+from collections.abc import Mapping, Sequence
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+from powercontext_hook_kit.install import (
+    Change,
+    Check,
+    HookRegistration,
+    HostIntegration,
+    InstallContext,
+    InstallError,
+    iter_hook_handlers,
+    load_json_object,
+    run_cli,
+    same_tree,
+)
+from powercontext_hook_kit.settings import plugin_data_dir
+
+from . import __version__
+
+__all__ = ["AppServer", "CodexIntegration"]
+
+_APP_SERVER_TIMEOUT = 30.0
+_TRUSTED = "trusted"
+_HOOKS_FILE_KEYS = frozenset({"description", "hooks"})
+
+
+class AppServer:
+    """A short-lived ``codex app-server`` session (JSON-RPC, one JSON object per line).
+
+    The only supported way to read Codex's hook trust state without a TTY (``hooks/list``) and
+    to change ``config.toml`` with Codex's own writer (``config/batchWrite``).
+    """
+
+    def __init__(self, executable: str, env: Mapping[str, str], cwd: str) -> None:
+        self._next_id = 1
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        try:
+            self._process = subprocess.Popen(
+                [executable, "app-server"],
+                env=dict(env),
+                cwd=cwd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                encoding="utf-8",
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise InstallError(f"cannot start `codex app-server`: {exc.strerror}") from exc
+        threading.Thread(target=self._read, daemon=True).start()
+        self.request(
+            "initialize", {"clientInfo": {"name": "powercontext-codex", "version": __version__}}
+        )
+        self._send({"method": "initialized"})
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _send(self, message: Mapping[str, Any]) -> None:
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.write(json.dumps(message) + "\n")
+            self._process.stdin.flush()
+        except OSError as exc:
+            raise InstallError("`codex app-server` stopped unexpectedly") from exc
+
+    def request(self, method: str, params: Mapping[str, Any]) -> Any:
+        request_id = self._next_id
+        self._next_id += 1
+        self._send({"id": request_id, "method": method, "params": dict(params)})
+        deadline = time.monotonic() + _APP_SERVER_TIMEOUT
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                line = self._lines.get(timeout=max(remaining, 0.01))
+            except queue.Empty:
+                raise InstallError(f"`codex app-server` did not answer {method}") from None
+            if line is None:
+                raise InstallError(f"`codex app-server` exited before answering {method}")
+            with contextlib.suppress(ValueError):
+                message = json.loads(line)
+                if isinstance(message, dict) and message.get("id") == request_id:
+                    if "error" in message:
+                        error = message["error"]
+                        text = error.get("message") if isinstance(error, dict) else error
+                        raise InstallError(f"`codex app-server` {method} failed: {text}")
+                    return message.get("result")
+
+    def hooks(self, cwd: str) -> list[dict[str, Any]]:
+        """Every hook Codex finds for ``cwd`` (``key``, ``currentHash``, ``trustStatus``…)."""
+        result = self.request("hooks/list", {"cwds": [cwd]})
+        hooks: list[dict[str, Any]] = []
+        for entry in (result or {}).get("data", []):
+            hooks.extend(hook for hook in entry.get("hooks", []) if isinstance(hook, dict))
+        return hooks
+
+    def set_hook_state(self, states: Mapping[str, str | None]) -> None:
+        """Store (or, with ``None``, delete) ``hooks.state."<key>"`` entries in config.toml."""
+        edits = [
+            {
+                "keyPath": f"hooks.state.{json.dumps(key)}"
+                + (".trusted_hash" if value is not None else ""),
+                "value": value,
+                "mergeStrategy": "replace",
+            }
+            for key, value in states.items()
+        ]
+        self.request("config/batchWrite", {"edits": edits})
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            if self._process.stdin is not None:
+                self._process.stdin.close()
+        if self._process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGTERM)
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+            self._process.wait(timeout=10)
+
+    def __enter__(self) -> AppServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _trusted_hash(current_hash: object) -> str:
+    """The part of ``currentHash`` Codex compares with ``trusted_hash``.
+
+    Plugin hooks report ``sha256:<hook>/sha256:<plugin>``; only the first part is stored
+    (storing the whole value makes Codex report the hook as *modified*).
+    """
+    return str(current_hash).split("/", 1)[0]
+
+
+class CodexIntegration(HostIntegration):
+    """PowerContext's Codex CLI plugin (``powercontext@powercontext-local``)."""
+
+    host = "codex"
+    display_name = "Codex CLI"
+    module = "powercontext_codex"
+    script = "powercontext-codex"
+    cli_name = "codex"
+    version = __version__
+
+    # ---- places ---------------------------------------------------------------------------
+
+    def template(self) -> Traversable:
+        return files("powercontext_codex") / "plugin"
+
+    def marketplace_files(self) -> dict[str, Any]:
+        return {
+            ".agents/plugins/marketplace.json": {
+                "name": self.marketplace_name,
+                "interface": {"displayName": "PowerContext (local)"},
+                "plugins": [
+                    {
+                        "name": self.plugin_name,
+                        "source": {"source": "local", "path": f"./plugins/{self.plugin_name}"},
+                        "policy": {"installation": "AVAILABLE"},
+                        "category": "Productivity",
+                    }
+                ],
+            }
+        }
+
+    def codex_home(self, env: Mapping[str, str]) -> Path:
+        configured = env.get("CODEX_HOME", "").strip()
+        if configured:
+            return Path(os.path.expanduser(configured)).absolute()
+        return Path(env.get("HOME") or os.path.expanduser("~")) / ".codex"
+
+    def user_hooks_file(self, env: Mapping[str, str]) -> Path:
+        return self.codex_home(env) / "hooks.json"
+
+    def config_file(self, env: Mapping[str, str]) -> Path:
+        return self.codex_home(env) / "config.toml"
+
+    def shell_argv(self, env: Mapping[str, str]) -> list[str]:
+        return [env.get("SHELL") or "/bin/sh", "-c"]  # Codex runs hooks with `$SHELL -c`
+
+    def data_dir_vars(self) -> list[str]:
+        return ["PLUGIN_DATA", "CLAUDE_PLUGIN_DATA"]
+
+    def plugin_data_dir(self, env: Mapping[str, str]) -> Path:
+        return (
+            self.codex_home(env)
+            / "plugins"
+            / "data"
+            / f"{self.plugin_name}-{self.marketplace_name}"
+        )
+
+    def user_hook_data_dir(self, env: Mapping[str, str]) -> str:
+        """Where a user-config hook logs (no ``PLUGIN_DATA`` is set for it)."""
+        clean = {key: value for key, value in env.items() if key not in self.data_dir_vars()}
+        return plugin_data_dir(self.host, clean)
+
+    def sample_event(self, cwd: str, prompt: str) -> dict[str, Any]:
+        return {
+            "session_id": "powercontext-doctor",
+            "turn_id": "powercontext-doctor",
+            "transcript_path": None,
+            "cwd": cwd,
+            "hook_event_name": "UserPromptSubmit",
+            "model": "powercontext-doctor",
+            "permission_mode": "default",
+            "prompt": prompt,
+        }
+
+    def check_user_hooks(self, document: Mapping[str, Any], path: Path) -> None:
+        """Codex 0.169.0 drops a whole hooks.json with any top-level key but ``description``
+        and ``hooks`` (only a stderr warning says so): merging into it would be useless."""
+        unknown = sorted(set(document) - _HOOKS_FILE_KEYS)
+        if unknown:
+            raise InstallError(
+                f"Codex ignores {path}: unknown top-level key(s) {', '.join(unknown)} (only "
+                "`description` and `hooks` are allowed); fix the file, then retry"
+            )
+
+    def add_install_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--no-trust",
+            action="store_true",
+            help="do not mark the installed hook as trusted; review it in Codex with /hooks",
+        )
+
+    # ---- talking to codex ----------------------------------------------------------------
+
+    def _codex(self, ctx: InstallContext, *args: str, check: bool = True) -> Any:
+        assert ctx.host_cli is not None
+        return run_cli([ctx.host_cli, *args], env=ctx.env, cwd=ctx.cwd, check=check)
+
+    def _plugins_feature_on(self, ctx: InstallContext) -> bool:
+        for line in self._codex(ctx, "features", "list").stdout.splitlines():
+            parts = line.split()
+            if parts and parts[0] == "plugins":
+                return parts[-1] == "true"
+        return False
+
+    def _installed_plugin(self, ctx: InstallContext) -> dict[str, Any] | None:
+        listing = self._codex(ctx, "plugin", "list", "--json").json()
+        for plugin in listing.get("installed", []):
+            if plugin.get("pluginId") == self.plugin_id:
+                return plugin
+        return None
+
+    def _marketplace_root(self, ctx: InstallContext) -> str | None:
+        listing = self._codex(ctx, "plugin", "marketplace", "list", "--json").json()
+        for market in listing.get("marketplaces", []):
+            if market.get("name") == self.marketplace_name:
+                return str(market.get("root"))
+        return None
+
+    def _ran(self, ctx: InstallContext, *args: str, detail: str = "") -> None:
+        ctx.backups.before_change(self.config_file(ctx.env))
+        result = self._codex(ctx, *args)
+        ctx.report.add(Change("ran", result.display(), detail))
+
+    def _is_ours_listed(self, hook: Mapping[str, Any], ctx: InstallContext) -> bool:
+        """One of the hooks *we* installed: our command, in our plugin or our user file."""
+        if self.is_ours({"command": hook.get("command")}) is None:
+            return False
+        if hook.get("source") == "plugin":
+            return hook.get("pluginId") == self.plugin_id
+        source = hook.get("sourcePath")
+        return (
+            hook.get("source") == "user"
+            and source is not None
+            and os.path.realpath(str(source)) == os.path.realpath(self.user_hooks_file(ctx.env))
+        )
+
+    def _trust(self, ctx: InstallContext) -> None:
+        """Mark exactly our freshly installed hooks as trusted, then verify Codex agrees."""
+        if getattr(ctx.options, "no_trust", False):
+            ctx.report.notes.append(
+                "not trusted (--no-trust): Codex skips the hook until you trust it — open "
+                "`codex`, run /hooks and trust the PowerContext hook"
+            )
+            return
+        assert ctx.host_cli is not None
+        with AppServer(ctx.host_cli, ctx.env, ctx.cwd) as server:
+            ours = [hook for hook in server.hooks(ctx.cwd) if self._is_ours_listed(hook, ctx)]
+            if not ours:
+                raise InstallError(
+                    "Codex does not list the PowerContext hook after installing it; "
+                    f"run `{self.script} doctor`"
+                )
+            states: dict[str, str | None] = {}
+            for hook in ours:
+                verb = self.is_ours({"command": hook.get("command")})
+                if hook.get("command") != ctx.commands.get(str(verb)):
+                    raise InstallError(
+                        f"Codex lists an unexpected PowerContext hook command "
+                        f"({hook.get('command')!r}); not trusting it"
+                    )
+                if hook.get("trustStatus") != _TRUSTED:
+                    states[str(hook["key"])] = _trusted_hash(hook.get("currentHash"))
+            if not states:
+                return
+            config = self.config_file(ctx.env)
+            ctx.backups.before_change(config)
+            server.set_hook_state(states)
+            for key in states:
+                ctx.report.add(Change("trusted", key, f"hooks.state in {config}"))
+        with AppServer(ctx.host_cli, ctx.env, ctx.cwd) as server:  # a fresh read of the config
+            untrusted = [
+                str(hook.get("key"))
+                for hook in server.hooks(ctx.cwd)
+                if self._is_ours_listed(hook, ctx) and hook.get("trustStatus") != _TRUSTED
+            ]
+        if untrusted:
+            raise InstallError(f"Codex still reports the hook as not trusted: {untrusted}")
+
+    def _trust_entries(self, ctx: InstallContext, keys: Sequence[str] = ()) -> list[str]:
+        """``hooks.state`` keys in config.toml that belong to our plugin or are in ``keys``."""
+        try:
+            document = tomllib.loads(self.config_file(ctx.env).read_text("utf-8"))
+        except FileNotFoundError:
+            return []
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise InstallError(f"cannot read {self.config_file(ctx.env)}: {exc}") from exc
+        hooks = document.get("hooks")
+        state = hooks.get("state") if isinstance(hooks, dict) else None
+        if not isinstance(state, dict):
+            return []
+        prefix = f"{self.plugin_id}:"
+        return [key for key in state if key.startswith(prefix) or key in keys]
+
+    def _untrust(self, ctx: InstallContext, keys: Sequence[str]) -> None:
+        if not keys:
+            return
+        assert ctx.host_cli is not None
+        config = self.config_file(ctx.env)
+        ctx.backups.before_change(config)
+        with AppServer(ctx.host_cli, ctx.env, ctx.cwd) as server:
+            server.set_hook_state(dict.fromkeys(keys))
+        for key in keys:
+            ctx.report.add(Change("untrusted", key, f"hooks.state removed from {config}"))
+
+    # ---- install / uninstall ---------------------------------------------------------------
+
+    def choose_mode(self, ctx: InstallContext) -> str:
+        trust_hint = (
+            "Codex runs it only once trusted: open `codex`, run /hooks and trust the "
+            f"PowerContext hook (or re-run `{self.script} install` with codex on PATH)"
+        )
+        if getattr(ctx.options, "no_host_cli", False):
+            ctx.report.notes.append(f"--no-host-cli: merged into hooks.json. {trust_hint}")
+            return "hooks"
+        if ctx.host_cli is None:
+            ctx.report.notes.append(
+                f"`codex` is not on PATH (or use --host-cli): merged into hooks.json. {trust_hint}"
+            )
+            return "hooks"
+        if not self._plugins_feature_on(ctx):
+            ctx.report.notes.append(
+                "the Codex `plugins` feature is off, and plugin hooks never run then: "
+                "installed as a user hook in hooks.json instead (no MCP server or skill)"
+            )
+            return "hooks"
+        return "plugin"
+
+    def register_plugin(self, ctx: InstallContext, marketplace: Path) -> None:
+        root = self._marketplace_root(ctx)
+        if root is not None and os.path.realpath(root) != os.path.realpath(marketplace):
+            self._ran(
+                ctx,
+                "plugin",
+                "marketplace",
+                "remove",
+                self.marketplace_name,
+                detail=f"it pointed at {root}",
+            )
+            root = None
+        if root is None:
+            self._ran(ctx, "plugin", "marketplace", "add", str(marketplace))
+        installed = self._installed_plugin(ctx)
+        cache = (
+            self.codex_home(ctx.env)
+            / "plugins"
+            / "cache"
+            / self.marketplace_name
+            / self.plugin_name
+            / self.version
+        )
+        current = (
+            installed is not None
+            and installed.get("enabled") is True
+            and same_tree(cache, self.plugin_dir(), ignore=(".powercontext-managed.json",))
+        )
+        if not current:
+            self._ran(ctx, "plugin", "add", self.plugin_id, detail=f"copied to {cache}")
+        self._trust(ctx)
+
+    def after_merge(self, ctx: InstallContext, hooks_file: Path) -> None:
+        if ctx.host_cli is not None:
+            self._trust(ctx)
+
+    def before_unmerge(self, ctx: InstallContext, hooks_file: Path) -> None:
+        if ctx.host_cli is None:
+            return
+        with AppServer(ctx.host_cli, ctx.env, ctx.cwd) as server:
+            keys = [
+                str(hook["key"])
+                for hook in server.hooks(ctx.cwd)
+                if hook.get("source") == "user" and self._is_ours_listed(hook, ctx)
+            ]
+        present = set(self._trust_entries(ctx, keys))
+        self._untrust(ctx, [key for key in keys if key in present])
+
+    def unregister_plugin(self, ctx: InstallContext) -> None:
+        self._untrust(ctx, self._trust_entries(ctx))
+        if self._installed_plugin(ctx) is not None:
+            self._ran(ctx, "plugin", "remove", self.plugin_id)
+        root = self._marketplace_root(ctx)
+        if root is not None and os.path.realpath(root) == os.path.realpath(self.marketplace_dir()):
+            self._ran(ctx, "plugin", "marketplace", "remove", self.marketplace_name)
+        data = self.plugin_data_dir(ctx.env)
+        if data.is_dir():  # Codex does not create it; our hook did (diagnostics log)
+            shutil.rmtree(data)
+            ctx.report.add(Change("removed", str(data), "the plugin hook's data dir"))
+
+    # ---- doctor ----------------------------------------------------------------------------
+
+    def inspect_registration(self, ctx: InstallContext) -> HookRegistration:
+        registration = HookRegistration()
+        checks = registration.checks
+        if ctx.host_cli is None:
+            return self._inspect_files(ctx, registration)
+        version = self._codex(ctx, "--version", check=False).stdout.strip() or "unknown version"
+        checks.append(Check("host", "info", f"{version} ({ctx.host_cli})"))
+        try:
+            with AppServer(ctx.host_cli, ctx.env, ctx.cwd) as server:
+                listed = server.hooks(ctx.cwd)
+        except InstallError as exc:
+            checks.append(Check("hooks", "fail", str(exc)))
+            return registration
+        ours = [
+            hook
+            for hook in listed
+            if self.is_ours({"command": hook.get("command")}) == "user-prompt-submit"
+            and hook.get("eventName") == "userPromptSubmit"
+        ]
+        if not ours:
+            hooks_file = self.user_hooks_file(ctx.env)
+            try:  # a user hooks file Codex cannot read explains a missing hook best
+                self.check_user_hooks(load_json_object(hooks_file) or {}, hooks_file)
+            except InstallError as exc:
+                checks.append(Check("hooks", "fail", str(exc)))
+                return registration
+            installed = self._installed_plugin(ctx)
+            if installed is not None and not self._plugins_feature_on(ctx):
+                checks.append(
+                    Check(
+                        "hooks",
+                        "fail",
+                        "the plugin is installed but the Codex `plugins` feature is off, so "
+                        "its hooks never run",
+                        f"re-run `{self.script} install` (it then uses hooks.json)",
+                    )
+                )
+            else:
+                checks.extend(self.registration_checks(ctx, [], None))
+            return registration
+        hook = ours[0]
+        places = [
+            f"plugin {h.get('pluginId')}"
+            if h.get("source") == "plugin"
+            else f"{h.get('source')} hook in {h.get('sourcePath')}"
+            for h in ours
+        ]
+        registration.commands["user-prompt-submit"] = str(hook.get("command"))
+        registration.data_dir = (
+            str(self.plugin_data_dir(ctx.env))
+            if hook.get("source") == "plugin"
+            else self.user_hook_data_dir(ctx.env)
+        )
+        checks.extend(self.registration_checks(ctx, places, str(hook.get("command"))))
+        if hook.get("enabled") is False:
+            checks.append(Check("enabled", "fail", "the hook is disabled in Codex", "enable it"))
+        status = hook.get("trustStatus")
+        fix = f"run `{self.script} install` (it trusts the hook), or trust it in `codex` → /hooks"
+        if status == _TRUSTED:
+            checks.append(Check("trust", "ok", "trusted"))
+        elif status == "modified":
+            checks.append(
+                Check(
+                    "trust",
+                    "fail",
+                    "changed since it was trusted: Codex does not run it (a plugin hook shows "
+                    "as `hook: UserPromptSubmit Failed`)",
+                    fix,
+                )
+            )
+        else:
+            checks.append(
+                Check(
+                    "trust",
+                    "fail",
+                    f"{status or 'unknown'}: `codex exec` silently skips untrusted hooks",
+                    fix,
+                )
+            )
+        return registration
+
+    def _inspect_files(
+        self, ctx: InstallContext, registration: HookRegistration
+    ) -> HookRegistration:
+        """Without ``codex``: read the files install writes; trust cannot be checked."""
+        checks = registration.checks
+        found: list[str] = []
+        try:
+            document = load_json_object(self.user_hooks_file(ctx.env)) or {}
+        except InstallError as exc:
+            checks.append(Check("hooks", "fail", str(exc)))
+            return registration
+        for event, _group, _index, handler in iter_hook_handlers(document):
+            if event == "UserPromptSubmit" and self.is_ours(handler) == "user-prompt-submit":
+                found.append(f"user hook in {self.user_hooks_file(ctx.env)}")
+                registration.commands["user-prompt-submit"] = str(handler["command"])
+                registration.data_dir = self.user_hook_data_dir(ctx.env)
+        if self.plugin_registered_in_config(ctx):
+            plugin_hooks = self.plugin_dir() / "hooks" / "hooks.json"
+            with contextlib.suppress(InstallError):
+                for event, _g, _i, handler in iter_hook_handlers(
+                    load_json_object(plugin_hooks) or {}
+                ):
+                    if event == "UserPromptSubmit" and self.is_ours(handler):
+                        found.append(f"plugin {self.plugin_id}")
+                        registration.commands["user-prompt-submit"] = str(handler["command"])
+                        registration.data_dir = str(self.plugin_data_dir(ctx.env))
+        checks.extend(
+            self.registration_checks(ctx, found, registration.commands.get("user-prompt-submit"))
+        )
+        checks.append(
+            Check(
+                "trust",
+                "warn",
+                "cannot be checked without `codex` on PATH (use --host-cli); untrusted hooks "
+                "are skipped silently",
+            )
+        )
+        return registration
+
+    def plugin_registered_in_config(self, ctx: InstallContext) -> bool:
+        try:
+            document = tomllib.loads(self.config_file(ctx.env).read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            return False
+        plugins = document.get("plugins")
+        entry = plugins.get(self.plugin_id) if isinstance(plugins, dict) else None
+        return isinstance(entry, dict) and entry.get("enabled") is True

@@ -1,0 +1,115 @@
+"""``powercontext-claude-code doctor`` against a real runtime and the real Claude Code CLI: one
+line per check, exit 1 on any failure, and a fix for each failure."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.claude_code.conftest import PLUGIN_ID, ClaudeSandbox
+from tests.support.daemon import Daemon, free_port
+from tests.support.hosts import HostCLIs
+
+
+def _doctor(sandbox: ClaudeSandbox, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
+    done = sandbox.run("doctor", "--json", *args, **env)
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def _by_name(report: dict[str, Any]) -> dict[str, dict[str, str]]:
+    return {check["name"]: check for check in report["checks"]}
+
+
+def test_doctor_is_healthy_after_install(
+    live: ClaudeSandbox, host_clis: HostCLIs, runtime_daemon: Daemon
+) -> None:
+    live.with_claude(host_clis)
+    live.run_json("install")
+    scope = "claude-doctor:healthy"
+    runtime_daemon.client().post(
+        "/v1/memory/remember",
+        json={"scope_id": scope, "kind": "fact", "text": "Releases are cut from main"},
+    ).raise_for_status()
+    code, report = _doctor(live, "--prompt", "how are releases cut?", POWERCONTEXT_SCOPE_ID=scope)
+    checks = _by_name(report)
+    assert code == 0 and report["ok"] is True, report
+    assert [c["name"] for c in report["checks"]] == [
+        "settings",
+        "runtime",
+        "token",
+        "version",
+        "scope",
+        "host",
+        "hooks",
+        "dry-run",
+    ]
+    assert all(c["status"] in ("ok", "info") for c in report["checks"]), report
+    assert checks["scope"]["message"] == f"{scope} — from the scope_id setting " + (
+        "(POWERCONTEXT_SCOPE_ID / plugins.toml)"
+    )
+    assert f"plugin {PLUGIN_ID}" in checks["hooks"]["message"]
+    assert checks["dry-run"]["message"].startswith("valid envelope with a ")
+    assert checks["host"]["message"].startswith("Claude Code 2.1.328")
+
+
+def test_doctor_uses_the_plugin_options_the_hook_gets(
+    live: ClaudeSandbox, host_clis: HostCLIs
+) -> None:
+    """userConfig options (settings.json pluginConfigs) reach the hook as
+    CLAUDE_PLUGIN_OPTION_*; doctor checks with the same values."""
+    live.with_claude(host_clis)
+    live.run_json("install")
+    settings = live.settings()
+    settings["pluginConfigs"] = {PLUGIN_ID: {"options": {"url": "http://127.0.0.1:1"}}}
+    live.settings_file.write_text(json.dumps(settings), encoding="utf-8")
+    code, report = _doctor(live, POWERCONTEXT_URL="")  # the variable would rank above it
+    checks = _by_name(report)
+    assert code == 1
+    assert checks["settings"]["message"] == "runtime URL http://127.0.0.1:1"
+    assert checks["runtime"]["status"] == "fail"
+
+
+def test_doctor_reports_a_runtime_that_is_down(live: ClaudeSandbox) -> None:
+    live.run_json("install", "--no-host-cli")
+    down = f"http://127.0.0.1:{free_port()}"
+    code, report = _doctor(live, "--no-host-cli", POWERCONTEXT_URL=down)
+    checks = _by_name(report)
+    assert code == 1
+    assert checks["runtime"]["status"] == "fail" and down in checks["runtime"]["message"]
+    assert "server_unavailable" in checks["dry-run"]["message"]
+
+
+def test_doctor_reports_a_rejected_token(live: ClaudeSandbox) -> None:
+    live.run_json("install", "--no-host-cli")
+    code, report = _doctor(live, "--no-host-cli", CLAUDE_PLUGIN_OPTION_TOKEN="pc_wrong")
+    checks = _by_name(report)
+    assert code == 1
+    assert checks["token"]["status"] == "fail"
+    assert "the plugin's token option" in checks["token"]["message"]
+
+
+def test_doctor_reports_an_unusable_scope(live: ClaudeSandbox) -> None:
+    live.run_json("install", "--no-host-cli")
+    binding = live.repo / ".git" / "powercontext" / "workspace.json"
+    binding.parent.mkdir()
+    binding.write_text('{"schema": "powercontext.workspace.v1"}', encoding="utf-8")
+    code, report = _doctor(live, "--no-host-cli")
+    checks = _by_name(report)
+    assert code == 1
+    assert checks["scope"]["status"] == "fail" and "invalid" in checks["scope"]["message"]
+
+
+def test_doctor_reports_missing_and_doubled_hooks(live: ClaudeSandbox, host_clis: HostCLIs) -> None:
+    live.with_claude(host_clis)
+    code, report = _doctor(live)
+    assert code == 1
+    assert _by_name(report)["hooks"]["fix"] == "run `powercontext-claude-code install`"
+
+    live.run_json("install")  # the plugin …
+    live.run_json("install", "--no-host-cli")  # … and a settings.json hook as well
+    code, report = _doctor(live)
+    hooks = _by_name(report)["hooks"]
+    assert code == 1 and hooks["status"] == "fail" and "registered 2 times" in hooks["message"]
+    live.run_json("install")  # repairs it
+    assert _doctor(live)[0] == 0

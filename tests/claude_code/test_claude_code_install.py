@@ -1,0 +1,194 @@
+"""``powercontext-claude-code install`` / ``uninstall``: both install paths, idempotency,
+backups, other settings preserved, exact reversal — and the hook command really runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+from tests.claude_code.conftest import MODULE, PLUGIN_ID, ClaudeSandbox, our_handlers
+from tests.support.daemon import Daemon
+from tests.support.hosts import HostCLIs
+
+OTHER_SETTINGS = {
+    "model": "opus",
+    "permissions": {"allow": ["Bash(ls:*)"]},
+    "hooks": {
+        "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "echo mine"}]}],
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "true"}]}],
+    },
+}
+
+
+def _write(path: Path, document: object) -> bytes:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = json.dumps(document).encode()
+    path.write_bytes(raw)
+    return raw
+
+
+def test_install_without_host_cli_merges_into_settings(sandbox: ClaudeSandbox) -> None:
+    original = _write(sandbox.settings_file, OTHER_SETTINGS)
+    report = sandbox.run_json("install", "--no-host-cli")
+
+    assert report["mode"] == "hooks" and report["changed"] is True
+    actions = [(c["action"], c["target"]) for c in report["changes"]]
+    assert actions == [
+        ("backup", str(sandbox.settings_file)),
+        ("updated", str(sandbox.settings_file)),
+    ]
+    assert any("MCP server and skill need the plugin" in note for note in report["notes"])
+    (backup,) = sandbox.backups(sandbox.settings_file)
+    assert backup.read_bytes() == original
+
+    settings = sandbox.settings()
+    assert {k: v for k, v in settings.items() if k != "hooks"} == {
+        "model": "opus",
+        "permissions": {"allow": ["Bash(ls:*)"]},
+    }
+    assert settings["hooks"]["PreToolUse"] == OTHER_SETTINGS["hooks"]["PreToolUse"]
+    groups = settings["hooks"]["UserPromptSubmit"]
+    assert groups[0] == OTHER_SETTINGS["hooks"]["UserPromptSubmit"][0]
+    (handler,) = our_handlers(settings)
+    assert groups[1] == {"hooks": [handler]}
+    assert handler["timeout"] == 10 and set(handler) == {"type", "command", "timeout"}
+    argv = shlex.split(handler["command"])
+    assert os.path.isabs(argv[0]) and os.access(argv[0], os.X_OK)
+    assert argv[1:] == ["-I", "-m", MODULE, "hook", "user-prompt-submit"]
+
+
+def test_install_is_idempotent_and_uninstall_restores(sandbox: ClaudeSandbox) -> None:
+    _write(sandbox.settings_file, OTHER_SETTINGS)
+    sandbox.run_json("install", "--no-host-cli")
+    installed = sandbox.settings_file.read_bytes()
+    again = sandbox.run("install", "--no-host-cli")
+    assert again.returncode == 0 and "nothing to change" in again.stdout
+    assert sandbox.settings_file.read_bytes() == installed
+    assert len(sandbox.backups(sandbox.settings_file)) == 1
+
+    assert sandbox.run_json("uninstall", "--no-host-cli")["changed"] is True
+    assert sandbox.settings() == OTHER_SETTINGS
+    assert sandbox.run_json("uninstall", "--no-host-cli")["changed"] is False
+
+
+def test_without_claude_on_path_install_merges_and_says_why(sandbox: ClaudeSandbox) -> None:
+    report = sandbox.run_json("install")
+    assert report["mode"] == "hooks"
+    assert any("`claude` is not on PATH" in note for note in report["notes"])
+    assert our_handlers(sandbox.settings())
+    sandbox.run_json("uninstall")
+    assert not sandbox.settings_file.exists()  # we created it, we remove it
+
+
+def test_the_installed_hook_command_runs_and_injects_the_pack(
+    live: ClaudeSandbox, runtime_daemon: Daemon
+) -> None:
+    """Claude Code runs hooks with `/bin/sh -c`; the absolute command needs no PATH."""
+    scope = "claude-test:hook-command"
+    runtime_daemon.client().post(
+        "/v1/memory/remember",
+        json={"scope_id": scope, "kind": "fact", "text": "Deploys go out on Tuesdays only"},
+    ).raise_for_status()
+    live.run_json("install", "--no-host-cli")
+    (handler,) = our_handlers(live.settings())
+    prompt = "when do deploys go out?"
+    expected = (
+        runtime_daemon.client()
+        .post("/v1/context/prepare", json={"scope_id": scope, "query": prompt, "max_bytes": 8000})
+        .json()
+    )
+    assert expected["status"] == "ready"
+    event = {
+        "session_id": "s",
+        "transcript_path": "/x.jsonl",
+        "cwd": str(live.repo),
+        "prompt_id": "p",
+        "permission_mode": "default",
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": prompt,
+    }
+    done = subprocess.run(
+        ["/bin/sh", "-c", handler["command"]],
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env=live.env(PATH="/nonexistent", CLAUDE_PLUGIN_OPTION_SCOPE_ID=scope),
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "hookSpecificOutput": {
+            "hookEventName": "UserPromptSubmit",
+            "additionalContext": expected["content"],
+        }
+    }
+
+
+# ---- with the real Claude Code CLI -----------------------------------------------------------
+
+
+def test_install_with_claude_registers_the_plugin(live: ClaudeSandbox, host_clis: HostCLIs) -> None:
+    live.with_claude(host_clis)
+    _write(live.settings_file, {"model": "opus"})
+    report = live.run_json("install")
+
+    assert report["mode"] == "plugin"
+    ran = [c["target"] for c in report["changes"] if c["action"] == "ran"]
+    assert ran == [
+        f"claude plugin marketplace add {live.marketplace}",
+        f"claude plugin install {PLUGIN_ID} --scope user",
+    ]
+    (backup,) = live.backups(live.settings_file)
+    assert json.loads(backup.read_text("utf-8")) == {"model": "opus"}
+    assert "hooks" not in live.settings()
+
+    plugin = live.marketplace / "plugins" / "powercontext"
+    validate = live.claude("plugin", "validate", str(plugin))
+    assert validate.returncode == 0, validate.stdout + validate.stderr
+    assert "UserPromptSubmit command" in validate.stdout
+    assert live.claude("plugin", "validate", str(live.marketplace)).returncode == 0
+    mcp = json.loads((plugin / ".mcp.json").read_text("utf-8"))["mcpServers"]["powercontext"]
+    assert mcp["url"] == live.extra_env["POWERCONTEXT_URL"] + "/mcp"
+    assert mcp["headers"] == {"Authorization": "Bearer ${POWERCONTEXT_TOKEN}"}
+    skill = (plugin / "skills" / "powercontext-memory" / "SKILL.md").read_text("utf-8")
+    assert "remember_memory" in skill and "powercontext-claude-code doctor" in skill
+
+    (installed,) = json.loads(live.claude("plugin", "list", "--json").stdout)
+    assert (installed["id"], installed["enabled"]) == (PLUGIN_ID, True)
+    assert installed["readFromFolder"] == str(plugin)  # read in place: no copy to refresh
+    (handler,) = our_handlers(json.loads((plugin / "hooks" / "hooks.json").read_text("utf-8")))
+    assert shlex.split(handler["command"])[-4:] == ["-m", MODULE, "hook", "user-prompt-submit"]
+
+    assert live.run_json("install")["changed"] is False
+    assert len(live.backups(live.settings_file)) == 1
+
+    removed = live.run_json("uninstall")
+    assert [c["action"] for c in removed["changes"]] == ["backup", "ran", "ran", "removed"]
+    assert json.loads(live.claude("plugin", "list", "--json").stdout) == []
+    assert not live.marketplace.exists()
+    settings = live.settings()
+    assert settings["model"] == "opus"
+    assert not settings.get("enabledPlugins") and not settings.get("extraKnownMarketplaces")
+    assert live.run_json("uninstall")["changed"] is False
+
+
+def test_switching_to_the_plugin_removes_the_merged_hook(
+    live: ClaudeSandbox, host_clis: HostCLIs
+) -> None:
+    """Never both: the prompt would get the pack twice."""
+    _write(live.settings_file, OTHER_SETTINGS)
+    live.run_json("install", "--no-host-cli")
+    live.with_claude(host_clis)
+    report = live.run_json("install")
+    assert report["mode"] == "plugin"
+    assert ("updated", str(live.settings_file)) in [
+        (c["action"], c["target"]) for c in report["changes"]
+    ]
+    settings = live.settings()
+    assert our_handlers(settings) == []
+    assert settings["hooks"] == OTHER_SETTINGS["hooks"]
+    live.run_json("uninstall")

@@ -1,0 +1,166 @@
+"""``powercontext-codex doctor`` against a real runtime and the real Codex CLI: one line per
+check, exit 1 on any failure, and a fix for each failure."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tests.codex.conftest import CodexSandbox, our_handlers
+from tests.support.daemon import Daemon, free_port
+from tests.support.hosts import HostCLIs
+
+
+def _doctor(sandbox: CodexSandbox, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
+    done = sandbox.run("doctor", "--json", *args, **env)
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def _by_name(report: dict[str, Any]) -> dict[str, dict[str, str]]:
+    return {check["name"]: check for check in report["checks"]}
+
+
+def test_doctor_is_healthy_after_install(live: CodexSandbox, host_clis: HostCLIs) -> None:
+    live.with_codex(host_clis)
+    live.run_json("install")
+    code, report = _doctor(live)
+    checks = _by_name(report)
+    assert code == 0 and report["ok"] is True, report
+    assert [c["name"] for c in report["checks"]] == [
+        "settings",
+        "runtime",
+        "token",
+        "version",
+        "scope",
+        "host",
+        "hooks",
+        "trust",
+        "dry-run",
+    ]
+    assert all(c["status"] in ("ok", "info") for c in report["checks"]), report
+    assert checks["scope"]["message"].startswith("git:github.com/acme/codex-")
+    assert "remote.origin.url" in checks["scope"]["message"]
+    assert "plugin powercontext@powercontext-local" in checks["hooks"]["message"]
+    assert checks["host"]["message"].startswith("codex-cli 0.169.0")
+
+    human = live.run("doctor")
+    assert human.returncode == 0
+    lines = human.stdout.splitlines()
+    assert lines[0].startswith("ok   settings:") and len(lines) == len(report["checks"])
+
+
+def test_doctor_reports_a_runtime_that_is_down(live: CodexSandbox) -> None:
+    live.run_json("install", "--no-host-cli")
+    code, report = _doctor(
+        live, "--no-host-cli", POWERCONTEXT_URL=f"http://127.0.0.1:{free_port()}"
+    )
+    checks = _by_name(report)
+    assert code == 1
+    assert checks["runtime"]["status"] == "fail"
+    assert "powercontext serve" in checks["runtime"]["fix"]
+    assert checks["token"]["status"] == checks["version"]["status"] == "skip"
+    assert checks["dry-run"]["status"] == "fail"
+    assert "server_unavailable" in checks["dry-run"]["message"]
+
+
+def test_doctor_reports_a_rejected_token(live: CodexSandbox) -> None:
+    live.run_json("install", "--no-host-cli")
+    code, report = _doctor(live, "--no-host-cli", POWERCONTEXT_TOKEN="pc_wrong_token")
+    checks = _by_name(report)
+    assert code == 1
+    assert checks["runtime"]["status"] == "ok"
+    assert checks["token"]["status"] == "fail"
+    assert "HTTP 401" in checks["token"]["message"]
+    assert "POWERCONTEXT_TOKEN" in checks["token"]["message"]
+    assert "authentication_failed" in checks["dry-run"]["message"]
+
+
+def test_doctor_reports_an_unusable_scope(live: CodexSandbox) -> None:
+    live.run_json("install", "--no-host-cli")
+    binding = live.repo / ".git" / "powercontext" / "workspace.json"
+    binding.parent.mkdir()
+    binding.write_text("{broken", encoding="utf-8")
+    code, report = _doctor(live, "--no-host-cli")
+    checks = _by_name(report)
+    assert code == 1
+    assert checks["scope"]["status"] == "fail"
+    assert "bind --clear" in checks["scope"]["fix"]
+    assert str(binding) in checks["scope"]["message"]
+    assert checks["dry-run"]["status"] == "fail" and "skipped" in checks["dry-run"]["message"]
+
+
+def test_doctor_reports_missing_hooks(live: CodexSandbox, host_clis: HostCLIs) -> None:
+    live.with_codex(host_clis)
+    code, report = _doctor(live)
+    checks = _by_name(report)
+    assert code == 1
+    assert checks["hooks"]["status"] == "fail"
+    assert checks["hooks"]["fix"] == "run `powercontext-codex install`"
+    # The dry run still proves the command this installation would register works.
+    assert checks["dry-run"]["status"] == "ok"
+
+
+def test_doctor_explains_an_untrusted_hook(live: CodexSandbox, host_clis: HostCLIs) -> None:
+    """--no-host-cli writes hooks.json but cannot trust it; `codex exec` would skip it."""
+    live.run_json("install", "--no-host-cli")
+    live.with_codex(host_clis)
+    code, report = _doctor(live)
+    checks = _by_name(report)
+    assert code == 1
+    assert checks["hooks"]["status"] == "ok"
+    assert checks["trust"]["status"] == "fail"
+    assert "untrusted" in checks["trust"]["message"]
+    assert "silently skips" in checks["trust"]["message"]
+    assert "/hooks" in checks["trust"]["fix"] and "install" in checks["trust"]["fix"]
+
+    live.run_json("install")  # now with codex: moves to the plugin and trusts it
+    assert not live.hooks_file.exists() or not our_handlers(live.hooks())
+    assert _doctor(live)[0] == 0
+
+
+def test_doctor_shows_the_last_diagnostic_lines(live: CodexSandbox, runtime_daemon: Daemon) -> None:
+    """A hook that failed leaves a content-free line in its data dir; doctor shows it."""
+    live.run_json("install", "--no-host-cli")
+    (handler,) = our_handlers(live.hooks())
+    down = f"http://127.0.0.1:{free_port()}"
+    event = {"cwd": str(live.repo), "hook_event_name": "UserPromptSubmit", "prompt": "hello"}
+    subprocess.run(
+        ["/bin/sh", "-c", handler["command"]],
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        env=live.env(POWERCONTEXT_URL=down),
+        timeout=30,
+        check=True,
+    )
+    _, report = _doctor(live, "--no-host-cli", "--log-lines", "3")
+    (line,) = report["log"]
+    logged = json.loads(line)
+    assert logged["component"] == "powercontext.codex.user-prompt-submit"
+    assert logged["outcome"] == "server_unavailable"
+    assert "hello" not in line  # never content
+    human = live.run("doctor", "--no-host-cli")
+    assert "last diagnostic lines:" in human.stdout
+    assert Path(live.home / ".local/state/powercontext/codex/diagnostics.log").is_file()
+
+
+def test_doctor_explains_a_hook_changed_since_it_was_trusted(
+    live: CodexSandbox, host_clis: HostCLIs
+) -> None:
+    """Codex does not run a plugin hook whose definition changed after it was trusted."""
+    live.with_codex(host_clis)
+    live.run_json("install")
+    cached = next((live.codex_home / "plugins" / "cache").rglob("hooks/hooks.json"))
+    document = json.loads(cached.read_text("utf-8"))
+    document["hooks"]["UserPromptSubmit"][0]["hooks"][0]["timeout"] = 9
+    cached.write_text(json.dumps(document), encoding="utf-8")
+
+    code, report = _doctor(live)
+    trust = _by_name(report)["trust"]
+    assert code == 1
+    assert trust["status"] == "fail" and "changed since it was trusted" in trust["message"]
+    live.run_json("install")  # re-copies the plugin and trusts it again
+    assert _doctor(live)[0] == 0

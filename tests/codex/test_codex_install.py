@@ -1,0 +1,260 @@
+"""``powercontext-codex install`` / ``uninstall``: both install paths, idempotency, backups,
+other hooks preserved, exact reversal — and the hook command it writes really runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import tomllib
+from pathlib import Path
+
+from tests.codex.conftest import MODULE, CodexSandbox, our_handlers
+from tests.support.daemon import Daemon
+from tests.support.hosts import HostCLIs, codex_hooks_list, run_codex_cli
+
+OTHER_HOOKS = {
+    "hooks": {
+        "UserPromptSubmit": [
+            {"hooks": [{"type": "command", "command": "echo mine", "timeout": 3}]}
+        ],
+        "Stop": [{"matcher": "x", "hooks": [{"type": "command", "command": "echo stop"}]}],
+    },
+    "description": "the user's own hooks",
+}
+
+
+def _write(path: Path, document: object) -> bytes:
+    raw = json.dumps(document).encode()  # compact: differs from how install writes JSON
+    path.write_bytes(raw)
+    return raw
+
+
+def test_install_without_host_cli_merges_into_hooks_json(sandbox: CodexSandbox) -> None:
+    original = _write(sandbox.hooks_file, OTHER_HOOKS)
+    report = sandbox.run_json("install", "--no-host-cli")
+
+    assert report["mode"] == "hooks" and report["changed"] is True
+    actions = [(change["action"], change["target"]) for change in report["changes"]]
+    assert actions == [("backup", str(sandbox.hooks_file)), ("updated", str(sandbox.hooks_file))]
+    assert any("/hooks" in note for note in report["notes"])  # how to trust it
+    (backup,) = sandbox.backups(sandbox.hooks_file)
+    assert backup.read_bytes() == original
+
+    document = sandbox.hooks()
+    assert document["description"] == OTHER_HOOKS["description"]
+    assert document["hooks"]["Stop"] == OTHER_HOOKS["hooks"]["Stop"]
+    groups = document["hooks"]["UserPromptSubmit"]
+    assert groups[0] == OTHER_HOOKS["hooks"]["UserPromptSubmit"][0]  # ours is appended
+    (handler,) = our_handlers(document)
+    assert groups[1] == {"hooks": [handler]}
+    assert handler["timeout"] == 10 and type(handler["timeout"]) is int  # Codex needs an int
+    assert handler["additionalContextLimit"] == 8192
+    argv = shlex.split(handler["command"])
+    assert os.path.isabs(argv[0]) and os.access(argv[0], os.X_OK)
+    assert argv[1:] == ["-I", "-m", MODULE, "hook", "user-prompt-submit"]
+    assert not sandbox.marketplace.exists()  # no plugin folder without the host CLI
+
+
+def test_install_is_idempotent_and_uninstall_restores(sandbox: CodexSandbox) -> None:
+    _write(sandbox.hooks_file, OTHER_HOOKS)
+    sandbox.run_json("install", "--no-host-cli")
+    installed = sandbox.hooks_file.read_bytes()
+
+    again = sandbox.run("install", "--no-host-cli")
+    assert again.returncode == 0, again.stderr
+    assert "nothing to change" in again.stdout
+    assert sandbox.hooks_file.read_bytes() == installed
+    assert len(sandbox.backups(sandbox.hooks_file)) == 1  # no change, no new backup
+
+    removed = sandbox.run_json("uninstall", "--no-host-cli")
+    assert removed["changed"] is True
+    assert sandbox.hooks() == OTHER_HOOKS
+    assert sandbox.run_json("uninstall", "--no-host-cli")["changed"] is False
+
+
+def test_a_file_created_by_install_is_removed_by_uninstall(sandbox: CodexSandbox) -> None:
+    sandbox.run_json("install", "--no-host-cli")
+    assert our_handlers(sandbox.hooks())
+    assert sandbox.hooks_file.stat().st_mode & 0o077 == 0  # new user config: private
+    report = sandbox.run_json("uninstall", "--no-host-cli")
+    assert [c["action"] for c in report["changes"]] == ["backup", "removed"]
+    assert not sandbox.hooks_file.exists()
+
+
+def test_a_stale_entry_of_ours_is_updated_in_place(sandbox: CodexSandbox) -> None:
+    """Codex keys trust by position: our entry keeps its place, duplicates of it go."""
+    stale = "/old/venv/bin/python -I -m powercontext_codex hook user-prompt-submit"
+    _write(
+        sandbox.hooks_file,
+        {
+            "hooks": {
+                "UserPromptSubmit": [
+                    {"hooks": [{"type": "command", "command": stale, "timeout": 5}]},
+                    {"hooks": [{"type": "command", "command": "echo mine"}]},
+                    {"hooks": [{"type": "command", "command": stale}]},
+                ]
+            }
+        },
+    )
+    sandbox.run_json("install", "--no-host-cli")
+    groups = sandbox.hooks()["hooks"]["UserPromptSubmit"]
+    assert len(groups) == 2
+    assert groups[0]["hooks"][0]["command"].endswith(f"-m {MODULE} hook user-prompt-submit")
+    assert groups[0]["hooks"][0]["command"] != stale
+    assert groups[1] == {"hooks": [{"type": "command", "command": "echo mine"}]}
+
+
+def test_an_unreadable_hooks_file_is_never_rewritten(sandbox: CodexSandbox) -> None:
+    sandbox.hooks_file.write_text("{not json", encoding="utf-8")
+    done = sandbox.run("install", "--no-host-cli")
+    assert done.returncode == 1
+    assert "not valid JSON" in done.stderr
+    assert sandbox.hooks_file.read_text("utf-8") == "{not json"
+    assert sandbox.backups(sandbox.hooks_file) == []
+
+
+def test_a_hooks_file_codex_would_ignore_is_reported_not_merged(sandbox: CodexSandbox) -> None:
+    """Codex drops a whole hooks.json with an unknown top-level key (only a warning says so)."""
+    broken = {**OTHER_HOOKS, "note": "unknown to Codex"}
+    _write(sandbox.hooks_file, broken)
+    done = sandbox.run("install", "--no-host-cli")
+    assert done.returncode == 1
+    assert "Codex ignores" in done.stderr and "note" in done.stderr
+    assert sandbox.hooks() == broken
+
+
+def test_the_installed_hook_command_runs_and_injects_the_pack(
+    live: CodexSandbox, runtime_daemon: Daemon
+) -> None:
+    """The command is absolute: it runs from any directory with an empty PATH, the way Codex
+    runs it (``$SHELL -c``), and prints exactly the runtime's pack for the prompt."""
+    scope = "codex-test:hook-command"
+    runtime_daemon.client().post(
+        "/v1/memory/remember",
+        json={"scope_id": scope, "kind": "fact", "text": "Deploys go out on Tuesdays only"},
+    ).raise_for_status()
+    live.run_json("install", "--no-host-cli")
+    (handler,) = our_handlers(live.hooks())
+    prompt = "when do deploys go out?"
+    expected = (
+        runtime_daemon.client()
+        .post("/v1/context/prepare", json={"scope_id": scope, "query": prompt, "max_bytes": 8000})
+        .json()
+    )
+    assert expected["status"] == "ready"
+    event = {
+        "session_id": "s",
+        "turn_id": "t",
+        "transcript_path": None,
+        "cwd": str(live.repo),
+        "hook_event_name": "UserPromptSubmit",
+        "model": "m",
+        "permission_mode": "default",
+        "prompt": prompt,
+    }
+    done = subprocess.run(
+        ["/bin/sh", "-c", handler["command"]],
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env=live.env(PATH="/nonexistent", POWERCONTEXT_SCOPE_ID=scope),
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    envelope = json.loads(done.stdout)
+    assert envelope == {
+        "hookSpecificOutput": {
+            "hookEventName": "UserPromptSubmit",
+            "additionalContext": expected["content"],
+        }
+    }
+
+
+# ---- with the real Codex CLI -----------------------------------------------------------------
+
+
+def _our_listed(sandbox: CodexSandbox, clis: HostCLIs) -> list[dict]:
+    return [
+        hook
+        for hook in codex_hooks_list(sandbox.codex_home, sandbox.repo, clis=clis)
+        if f"-m {MODULE} hook" in hook["command"]
+    ]
+
+
+def test_install_with_codex_registers_and_trusts_the_plugin(
+    live: CodexSandbox, host_clis: HostCLIs
+) -> None:
+    live.with_codex(host_clis)
+    config_before = live.config_file.read_text("utf-8")
+    report = live.run_json("install")
+
+    assert report["mode"] == "plugin"
+    ran = [c["target"] for c in report["changes"] if c["action"] == "ran"]
+    assert ran == [
+        f"codex plugin marketplace add {live.marketplace}",
+        "codex plugin add powercontext@powercontext-local",
+    ]
+    assert [c["action"] for c in report["changes"]].count("trusted") == 1
+    (backup,) = live.backups(live.config_file)
+    assert backup.read_text("utf-8") == config_before
+    assert not live.hooks_file.exists()  # the plugin path does not touch hooks.json
+
+    plugin = live.marketplace / "plugins" / "powercontext"
+    mcp = json.loads((plugin / ".mcp.json").read_text("utf-8"))["mcpServers"]["powercontext"]
+    assert mcp == {
+        "url": live.extra_env["POWERCONTEXT_URL"] + "/mcp",
+        "bearer_token_env_var": "POWERCONTEXT_TOKEN",
+    }
+    skill = (plugin / "skills" / "powercontext-memory" / "SKILL.md").read_text("utf-8")
+    assert "search_memory" in skill and "powercontext-codex doctor" in skill
+    listing = run_codex_cli(
+        ["plugin", "list", "--json"], codex_home=live.codex_home, cwd=live.repo, clis=host_clis
+    )
+    (installed,) = json.loads(listing.stdout)["installed"]
+    assert installed["pluginId"] == "powercontext@powercontext-local" and installed["enabled"]
+    (hook,) = _our_listed(live, host_clis)
+    assert (hook["source"], hook["trustStatus"], hook["timeoutSec"]) == ("plugin", "trusted", 10)
+    assert hook["additionalContextLimit"] == 8192
+
+    again = live.run_json("install")
+    assert again["changed"] is False
+    assert len(live.backups(live.config_file)) == 1
+
+    removed = live.run_json("uninstall")
+    assert [c["action"] for c in removed["changes"]] == [
+        "backup",
+        "untrusted",
+        "ran",
+        "ran",
+        "removed",
+    ]
+    assert live.config_file.read_text("utf-8") == config_before
+    assert not live.marketplace.exists()
+    assert _our_listed(live, host_clis) == []
+    assert live.run_json("uninstall")["changed"] is False
+
+
+def test_with_the_plugins_feature_off_the_hook_goes_to_hooks_json_trusted(
+    live: CodexSandbox, host_clis: HostCLIs
+) -> None:
+    """Codex never runs plugin hooks with `features.plugins = false`: use a user hook."""
+    live.with_codex(host_clis)
+    with open(live.config_file, "a", encoding="utf-8") as config:
+        config.write("\n[features]\nplugins = false\n")
+    _write(live.hooks_file, OTHER_HOOKS)
+    report = live.run_json("install")
+
+    assert report["mode"] == "hooks"
+    assert any("plugins` feature is off" in note for note in report["notes"])
+    (hook,) = _our_listed(live, host_clis)
+    assert (hook["source"], hook["trustStatus"]) == ("user", "trusted")
+    state = tomllib.loads(live.config_file.read_text("utf-8"))["hooks"]["state"]
+    assert list(state) == [hook["key"]]
+    assert live.run_json("install")["changed"] is False
+
+    live.run_json("uninstall")
+    assert live.hooks() == OTHER_HOOKS
+    assert "hooks" not in tomllib.loads(live.config_file.read_text("utf-8"))
