@@ -16,7 +16,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import Connection, bindparam, delete, select, text, update
 from sqlalchemy.dialects import mysql as mysql_dialect
@@ -103,12 +103,11 @@ def _adjust_frequencies(
 ) -> None:
     keys = [*sorted(set(terms)), DOCS_TERM]
     if delta > 0:
-        for start in range(0, len(keys), _BATCH):
-            rows = [
-                {"scope_id": scope_id, "family": family, "term": t, "df": delta}
-                for t in keys[start : start + _BATCH]
-            ]
-            conn.execute(_upsert(conn, rows))
+        rows = [{"scope_id": scope_id, "family": family, "term": t, "df": delta} for t in keys]
+        for start in range(0, len(rows), _BATCH):
+            # One fixed statement executed for many rows: SQLAlchemy compiles it once and
+            # caches it (a multi-row VALUES clause is a new statement for every row count).
+            conn.execute(_UPSERT[conn.dialect.name], rows[start : start + _BATCH])
         return
     params = [{"s": scope_id, "f": family, "t": t, "d": -delta} for t in keys]
     conn.execute(
@@ -132,15 +131,19 @@ def _adjust_frequencies(
     )
 
 
-def _upsert(conn: Connection, rows: list[dict[str, object]]):  # type: ignore[no-untyped-def]
-    if conn.dialect.name == "sqlite":
-        stmt = sqlite_dialect.insert(search_terms).values(rows)
-        return stmt.on_conflict_do_update(
+def _upserts() -> dict[str, Any]:
+    on_sqlite = sqlite_dialect.insert(search_terms)
+    on_mysql = mysql_dialect.insert(search_terms)
+    return {
+        "sqlite": on_sqlite.on_conflict_do_update(
             index_elements=["scope_id", "family", "term"],
-            set_={"df": search_terms.c.df + stmt.excluded.df},
-        )
-    stmt = mysql_dialect.insert(search_terms).values(rows)
-    return stmt.on_duplicate_key_update(df=search_terms.c.df + stmt.inserted.df)
+            set_={"df": search_terms.c.df + on_sqlite.excluded.df},
+        ),
+        "mysql": on_mysql.on_duplicate_key_update(df=search_terms.c.df + on_mysql.inserted.df),
+    }
+
+
+_UPSERT = _upserts()
 
 
 def _clear_frequencies(conn: Connection, family: IndexedFamily) -> None:
