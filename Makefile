@@ -38,7 +38,10 @@ seekdb: install
 	$(BIN)/python tools/seekdb.py
 
 bench: install
-	$(BIN)/python bench/write_scaling.py
+	$(BIN)/python bench/write_scaling.py --write-results
+	$(BIN)/python bench/prepare_latency.py --write-results
+	$(BIN)/python bench/hook_latency.py --write-results
+	$(BIN)/python bench/recall_quality.py --write-results
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
