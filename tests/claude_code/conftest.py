@@ -93,12 +93,17 @@ class ClaudeSandbox:
         return sorted(path.parent.glob(f"{path.name}.powercontext-backup-*"))
 
 
+HOOK_NAMES = {"UserPromptSubmit": "user-prompt-submit", "SessionStart": "session-start"}
+
+
 def our_handlers(document: dict[str, Any], event: str = "UserPromptSubmit") -> list[dict]:
+    """Our handlers registered under ``event`` (each event runs its own hook verb)."""
+    suffix = [*HOOK_SUFFIX[:-1], HOOK_NAMES[event]]
     return [
         handler
         for group in document.get("hooks", {}).get(event, [])
         for handler in group.get("hooks", [])
-        if shlex.split(handler.get("command", ""))[-4:] == HOOK_SUFFIX
+        if shlex.split(handler.get("command", ""))[-4:] == suffix
     ]
 
 

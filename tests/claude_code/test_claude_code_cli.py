@@ -84,7 +84,17 @@ def test_the_plugin_folder_is_package_data() -> None:
 def test_the_template_registers_user_prompt_submit_and_offers_the_settings() -> None:
     plugin = files(MODULE) / "plugin"
     hooks = json.loads((plugin / "hooks" / "hooks.json").read_text("utf-8"))
-    assert set(hooks["hooks"]) == {"UserPromptSubmit"}  # SessionStart: a later issue
+    assert set(hooks["hooks"]) == {"SessionStart", "UserPromptSubmit"}
+    (start,) = hooks["hooks"]["SessionStart"]  # no matcher: every source, fork included
+    assert start == {
+        "hooks": [
+            {
+                "type": "command",
+                "command": "{{powercontext:hook-command:session-start}}",
+                "timeout": HOOK_TIMEOUT_SECONDS,
+            }
+        ]
+    }
     (group,) = hooks["hooks"]["UserPromptSubmit"]
     assert group["hooks"] == [
         {
@@ -97,7 +107,15 @@ def test_the_template_registers_user_prompt_submit_and_offers_the_settings() -> 
     options = manifest["userConfig"]
     # Every option is a kit setting (CLAUDE_PLUGIN_OPTION_<KEY>); none has a default, which
     # Claude Code would export and so shadow plugins.toml.
-    assert set(options) == {"url", "token", "scope_id", "capture_prompts", "max_bytes"}
+    assert set(options) == {
+        "url",
+        "token",
+        "scope_id",
+        "bootstrap",
+        "capture_prompts",
+        "max_bytes",
+    }
+    assert options["bootstrap"]["type"] == "boolean"  # CLAUDE_PLUGIN_OPTION_BOOTSTRAP
     assert all("default" not in option for option in options.values())
     assert options["token"]["sensitive"] is True
 

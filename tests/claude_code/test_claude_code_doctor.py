@@ -36,6 +36,7 @@ def test_doctor_is_healthy_after_install(
     assert code == 0 and report["ok"] is True, report
     assert [c["name"] for c in report["checks"]] == [
         "settings",
+        "bootstrap",
         "runtime",
         "token",
         "version",
@@ -48,7 +49,10 @@ def test_doctor_is_healthy_after_install(
     assert checks["scope"]["message"] == f"{scope} — from the scope_id setting " + (
         "(POWERCONTEXT_SCOPE_ID / plugins.toml)"
     )
-    assert f"plugin {PLUGIN_ID}" in checks["hooks"]["message"]
+    assert checks["hooks"]["message"].startswith(
+        f"SessionStart and UserPromptSubmit registered (plugin {PLUGIN_ID} from "
+    )
+    assert checks["bootstrap"]["message"].startswith("off (default)")
     assert checks["dry-run"]["message"].startswith("valid envelope with a ")
     assert checks["host"]["message"].startswith("Claude Code 2.1.328")
 
@@ -61,12 +65,16 @@ def test_doctor_uses_the_plugin_options_the_hook_gets(
     live.with_claude(host_clis)
     live.run_json("install")
     settings = live.settings()
-    settings["pluginConfigs"] = {PLUGIN_ID: {"options": {"url": "http://127.0.0.1:1"}}}
+    settings["pluginConfigs"] = {
+        PLUGIN_ID: {"options": {"url": "http://127.0.0.1:1", "bootstrap": True}}
+    }
     live.settings_file.write_text(json.dumps(settings), encoding="utf-8")
     code, report = _doctor(live, POWERCONTEXT_URL="")  # the variable would rank above it
     checks = _by_name(report)
     assert code == 1
     assert checks["settings"]["message"] == "runtime URL http://127.0.0.1:1"
+    assert checks["bootstrap"]["status"] == "info"
+    assert checks["bootstrap"]["message"].startswith("on (from the plugin's bootstrap option)")
     assert checks["runtime"]["status"] == "fail"
 
 
@@ -110,6 +118,22 @@ def test_doctor_reports_missing_and_doubled_hooks(live: ClaudeSandbox, host_clis
     live.run_json("install", "--no-host-cli")  # … and a settings.json hook as well
     code, report = _doctor(live)
     hooks = _by_name(report)["hooks"]
-    assert code == 1 and hooks["status"] == "fail" and "registered 2 times" in hooks["message"]
+    assert code == 1 and hooks["status"] == "fail"
+    assert hooks["message"].startswith("SessionStart registered 2 times")
     live.run_json("install")  # repairs it
     assert _doctor(live)[0] == 0
+
+
+def test_doctor_fails_when_session_start_is_not_registered(live: ClaudeSandbox) -> None:
+    """Settings from an install that predates SessionStart: doctor says so, install fixes it."""
+    live.run_json("install", "--no-host-cli")
+    settings = live.settings()
+    del settings["hooks"]["SessionStart"]
+    live.settings_file.write_text(json.dumps(settings), encoding="utf-8")
+    code, report = _doctor(live, "--no-host-cli", POWERCONTEXT_BOOTSTRAP="yes")
+    checks = _by_name(report)
+    assert code == 1 and checks["hooks"]["status"] == "fail"
+    assert checks["hooks"]["message"] == "Claude Code has no PowerContext SessionStart hook"
+    assert checks["bootstrap"]["message"].startswith("on (from POWERCONTEXT_BOOTSTRAP)")
+    live.run_json("install", "--no-host-cli")
+    assert _by_name(_doctor(live, "--no-host-cli")[1])["hooks"]["status"] == "ok"

@@ -58,6 +58,12 @@ def test_install_without_host_cli_merges_into_settings(sandbox: ClaudeSandbox) -
     argv = shlex.split(handler["command"])
     assert os.path.isabs(argv[0]) and os.access(argv[0], os.X_OK)
     assert argv[1:] == ["-I", "-m", MODULE, "hook", "user-prompt-submit"]
+    # SessionStart: one group without a matcher, so every source (startup, resume, clear,
+    # compact, fork) runs it.
+    (start,) = our_handlers(settings, "SessionStart")
+    assert settings["hooks"]["SessionStart"] == [{"hooks": [start]}]
+    assert start == {"type": "command", "command": start["command"], "timeout": 10}
+    assert shlex.split(start["command"]) == [*argv[:-1], "session-start"]
 
 
 def test_install_is_idempotent_and_uninstall_restores(sandbox: ClaudeSandbox) -> None:
@@ -78,7 +84,7 @@ def test_without_claude_on_path_install_merges_and_says_why(sandbox: ClaudeSandb
     report = sandbox.run_json("install")
     assert report["mode"] == "hooks"
     assert any("`claude` is not on PATH" in note for note in report["notes"])
-    assert our_handlers(sandbox.settings())
+    assert our_handlers(sandbox.settings()) and our_handlers(sandbox.settings(), "SessionStart")
     sandbox.run_json("uninstall")
     assert not sandbox.settings_file.exists()  # we created it, we remove it
 
@@ -150,6 +156,7 @@ def test_install_with_claude_registers_the_plugin(live: ClaudeSandbox, host_clis
     validate = live.claude("plugin", "validate", str(plugin))
     assert validate.returncode == 0, validate.stdout + validate.stderr
     assert "UserPromptSubmit command" in validate.stdout
+    assert "SessionStart command" in validate.stdout
     assert live.claude("plugin", "validate", str(live.marketplace)).returncode == 0
     mcp = json.loads((plugin / ".mcp.json").read_text("utf-8"))["mcpServers"]["powercontext"]
     assert mcp["url"] == live.extra_env["POWERCONTEXT_URL"] + "/mcp"
@@ -160,8 +167,11 @@ def test_install_with_claude_registers_the_plugin(live: ClaudeSandbox, host_clis
     (installed,) = json.loads(live.claude("plugin", "list", "--json").stdout)
     assert (installed["id"], installed["enabled"]) == (PLUGIN_ID, True)
     assert installed["readFromFolder"] == str(plugin)  # read in place: no copy to refresh
-    (handler,) = our_handlers(json.loads((plugin / "hooks" / "hooks.json").read_text("utf-8")))
+    plugin_hooks = json.loads((plugin / "hooks" / "hooks.json").read_text("utf-8"))
+    (handler,) = our_handlers(plugin_hooks)
     assert shlex.split(handler["command"])[-4:] == ["-m", MODULE, "hook", "user-prompt-submit"]
+    (start,) = our_handlers(plugin_hooks, "SessionStart")
+    assert shlex.split(start["command"])[-4:] == ["-m", MODULE, "hook", "session-start"]
 
     assert live.run_json("install")["changed"] is False
     assert len(live.backups(live.settings_file)) == 1
@@ -189,6 +199,6 @@ def test_switching_to_the_plugin_removes_the_merged_hook(
         (c["action"], c["target"]) for c in report["changes"]
     ]
     settings = live.settings()
-    assert our_handlers(settings) == []
+    assert our_handlers(settings) == our_handlers(settings, "SessionStart") == []
     assert settings["hooks"] == OTHER_SETTINGS["hooks"]
     live.run_json("uninstall")

@@ -57,6 +57,9 @@ def test_usage_errors_exit_2_and_hooks_always_exit_0(sandbox: CodexSandbox) -> N
     for stdin in ("", "not json", "[]", '{"hook_event_name": "SessionStart"}'):
         done = sandbox.run("hook", "user-prompt-submit", stdin=stdin)
         assert (done.returncode, done.stdout) == (0, ""), stdin
+    for stdin in ("", "not json", '{"hook_event_name": "UserPromptSubmit"}'):
+        done = sandbox.run("hook", "session-start", stdin=stdin)
+        assert (done.returncode, done.stdout) == (0, ""), stdin
     unknown = sandbox.run("hook", "no-such-hook", stdin="{}")
     assert (unknown.returncode, unknown.stdout) == (0, "")
 
@@ -113,10 +116,21 @@ def test_the_plugin_folder_is_package_data() -> None:
     assert scripts == {"powercontext-codex": f"{MODULE}.__main__:main"}
 
 
-def test_the_template_registers_user_prompt_submit_only() -> None:
-    """SessionStart arrives later (one more verb, one more entry); timeouts are integers."""
+def test_the_template_registers_session_start_and_user_prompt_submit() -> None:
+    """One entry per event, no matcher (SessionStart: every source); timeouts are integers."""
     hooks = json.loads((files(MODULE) / "plugin" / "hooks" / "hooks.json").read_text("utf-8"))
-    assert set(hooks) == {"hooks"} and set(hooks["hooks"]) == {"UserPromptSubmit"}
+    assert set(hooks) == {"hooks"} and set(hooks["hooks"]) == {"SessionStart", "UserPromptSubmit"}
+    (start,) = hooks["hooks"]["SessionStart"]
+    assert start == {
+        "hooks": [
+            {
+                "type": "command",
+                "command": "{{powercontext:hook-command:session-start}}",
+                "timeout": HOOK_TIMEOUT_SECONDS,
+            }
+        ]
+    }
+    assert type(start["hooks"][0]["timeout"]) is int
     (group,) = hooks["hooks"]["UserPromptSubmit"]
     (handler,) = group["hooks"]
     assert handler == {

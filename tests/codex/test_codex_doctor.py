@@ -31,6 +31,7 @@ def test_doctor_is_healthy_after_install(live: CodexSandbox, host_clis: HostCLIs
     assert code == 0 and report["ok"] is True, report
     assert [c["name"] for c in report["checks"]] == [
         "settings",
+        "bootstrap",
         "runtime",
         "token",
         "version",
@@ -43,7 +44,12 @@ def test_doctor_is_healthy_after_install(live: CodexSandbox, host_clis: HostCLIs
     assert all(c["status"] in ("ok", "info") for c in report["checks"]), report
     assert checks["scope"]["message"].startswith("git:github.com/acme/codex-")
     assert "remote.origin.url" in checks["scope"]["message"]
-    assert "plugin powercontext@powercontext-local" in checks["hooks"]["message"]
+    assert checks["hooks"]["message"] == (
+        "SessionStart and UserPromptSubmit registered (plugin powercontext@powercontext-local)"
+    )
+    assert checks["trust"]["message"] == "trusted (SessionStart and UserPromptSubmit)"
+    assert checks["bootstrap"]["status"] == "info"
+    assert checks["bootstrap"]["message"].startswith("off (default)")
     assert checks["host"]["message"].startswith("codex-cli 0.169.0")
 
     human = live.run("doctor")
@@ -164,3 +170,35 @@ def test_doctor_explains_a_hook_changed_since_it_was_trusted(
     assert trust["status"] == "fail" and "changed since it was trusted" in trust["message"]
     live.run_json("install")  # re-copies the plugin and trusts it again
     assert _doctor(live)[0] == 0
+
+
+def test_doctor_reports_the_bootstrap_setting_and_where_it_came_from(live: CodexSandbox) -> None:
+    live.run_json("install", "--no-host-cli")
+    _, report = _doctor(live, "--no-host-cli", POWERCONTEXT_BOOTSTRAP="1")
+    line = _by_name(report)["bootstrap"]
+    assert line["status"] == "info"
+    assert line["message"].startswith("on (from POWERCONTEXT_BOOTSTRAP)")
+
+    config = live.home / ".config" / "powercontext" / "plugins.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("[codex]\nbootstrap = true\n", encoding="utf-8")
+    _, report = _doctor(live, "--no-host-cli")
+    line = _by_name(report)["bootstrap"]
+    assert line["message"].startswith(f"on (from bootstrap in [codex] of {config})")
+    _, report = _doctor(live, "--no-host-cli", POWERCONTEXT_BOOTSTRAP="off")  # env wins
+    assert _by_name(report)["bootstrap"]["message"].startswith("off (from POWERCONTEXT_BOOTSTRAP)")
+
+
+def test_doctor_fails_when_session_start_is_not_registered(live: CodexSandbox) -> None:
+    """A hooks.json from an install that predates SessionStart: install adds it."""
+    live.run_json("install", "--no-host-cli")
+    document = live.hooks()
+    del document["hooks"]["SessionStart"]
+    live.hooks_file.write_text(json.dumps(document), encoding="utf-8")
+    code, report = _doctor(live, "--no-host-cli")
+    hooks = _by_name(report)["hooks"]
+    assert code == 1 and hooks["status"] == "fail"
+    assert hooks["message"] == "Codex CLI has no PowerContext SessionStart hook"
+    assert hooks["fix"] == "run `powercontext-codex install`"
+    live.run_json("install", "--no-host-cli")
+    assert _by_name(_doctor(live, "--no-host-cli")[1])["hooks"]["status"] == "ok"

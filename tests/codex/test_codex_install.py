@@ -54,6 +54,13 @@ def test_install_without_host_cli_merges_into_hooks_json(sandbox: CodexSandbox) 
     argv = shlex.split(handler["command"])
     assert os.path.isabs(argv[0]) and os.access(argv[0], os.X_OK)
     assert argv[1:] == ["-I", "-m", MODULE, "hook", "user-prompt-submit"]
+    # SessionStart: one group without a matcher covers every source (startup, resume, clear,
+    # compact), run by the same interpreter with the session-start verb.
+    (start,) = our_handlers(document, "SessionStart")
+    assert document["hooks"]["SessionStart"] == [{"hooks": [start]}]
+    assert start["timeout"] == 10 and type(start["timeout"]) is int
+    assert set(start) == {"type", "command", "timeout"}
+    assert shlex.split(start["command"]) == [*argv[:-1], "session-start"]
     assert not sandbox.marketplace.exists()  # no plugin folder without the host CLI
 
 
@@ -76,7 +83,7 @@ def test_install_is_idempotent_and_uninstall_restores(sandbox: CodexSandbox) -> 
 
 def test_a_file_created_by_install_is_removed_by_uninstall(sandbox: CodexSandbox) -> None:
     sandbox.run_json("install", "--no-host-cli")
-    assert our_handlers(sandbox.hooks())
+    assert our_handlers(sandbox.hooks()) and our_handlers(sandbox.hooks(), "SessionStart")
     assert sandbox.hooks_file.stat().st_mode & 0o077 == 0  # new user config: private
     report = sandbox.run_json("uninstall", "--no-host-cli")
     assert [c["action"] for c in report["changes"]] == ["backup", "removed"]
@@ -99,11 +106,35 @@ def test_a_stale_entry_of_ours_is_updated_in_place(sandbox: CodexSandbox) -> Non
         },
     )
     sandbox.run_json("install", "--no-host-cli")
-    groups = sandbox.hooks()["hooks"]["UserPromptSubmit"]
+    hooks = sandbox.hooks()["hooks"]
+    groups = hooks["UserPromptSubmit"]
     assert len(groups) == 2
     assert groups[0]["hooks"][0]["command"].endswith(f"-m {MODULE} hook user-prompt-submit")
     assert groups[0]["hooks"][0]["command"] != stale
     assert groups[1] == {"hooks": [{"type": "command", "command": "echo mine"}]}
+    assert list(hooks) == ["UserPromptSubmit", "SessionStart"]  # the missing hook is appended
+
+
+def test_an_older_install_gains_session_start_and_uninstall_removes_both(
+    sandbox: CodexSandbox,
+) -> None:
+    """A hooks.json from a UserPromptSubmit-only install: re-installing adds SessionStart and
+    leaves the existing entry where it is; uninstall removes both and nothing else."""
+    _write(sandbox.hooks_file, OTHER_HOOKS)
+    sandbox.run_json("install", "--no-host-cli")
+    document = sandbox.hooks()
+    del document["hooks"]["SessionStart"]
+    _write(sandbox.hooks_file, document)
+    before = document["hooks"]["UserPromptSubmit"]
+
+    report = sandbox.run_json("install", "--no-host-cli")
+    assert report["changed"] is True
+    updated = sandbox.hooks()
+    assert updated["hooks"]["UserPromptSubmit"] == before
+    assert len(our_handlers(updated, "SessionStart")) == 1
+
+    sandbox.run_json("uninstall", "--no-host-cli")
+    assert sandbox.hooks() == OTHER_HOOKS
 
 
 def test_an_unreadable_hooks_file_is_never_rewritten(sandbox: CodexSandbox) -> None:
@@ -197,7 +228,7 @@ def test_install_with_codex_registers_and_trusts_the_plugin(
         f"codex plugin marketplace add {live.marketplace}",
         "codex plugin add powercontext@powercontext-local",
     ]
-    assert [c["action"] for c in report["changes"]].count("trusted") == 1
+    assert [c["action"] for c in report["changes"]].count("trusted") == 2  # both hooks
     (backup,) = live.backups(live.config_file)
     assert backup.read_text("utf-8") == config_before
     assert not live.hooks_file.exists()  # the plugin path does not touch hooks.json
@@ -215,9 +246,16 @@ def test_install_with_codex_registers_and_trusts_the_plugin(
     )
     (installed,) = json.loads(listing.stdout)["installed"]
     assert installed["pluginId"] == "powercontext@powercontext-local" and installed["enabled"]
-    (hook,) = _our_listed(live, host_clis)
-    assert (hook["source"], hook["trustStatus"], hook["timeoutSec"]) == ("plugin", "trusted", 10)
-    assert hook["additionalContextLimit"] == 8192
+    listed = {hook["eventName"]: hook for hook in _our_listed(live, host_clis)}
+    assert sorted(listed) == ["sessionStart", "userPromptSubmit"]
+    for hook in listed.values():
+        assert (hook["source"], hook["trustStatus"], hook["timeoutSec"]) == (
+            "plugin",
+            "trusted",
+            10,
+        )
+    assert listed["userPromptSubmit"]["additionalContextLimit"] == 8192
+    assert listed["sessionStart"]["command"].endswith(f"-m {MODULE} hook session-start")
 
     again = live.run_json("install")
     assert again["changed"] is False
@@ -226,6 +264,7 @@ def test_install_with_codex_registers_and_trusts_the_plugin(
     removed = live.run_json("uninstall")
     assert [c["action"] for c in removed["changes"]] == [
         "backup",
+        "untrusted",
         "untrusted",
         "ran",
         "ran",
@@ -249,10 +288,11 @@ def test_with_the_plugins_feature_off_the_hook_goes_to_hooks_json_trusted(
 
     assert report["mode"] == "hooks"
     assert any("plugins` feature is off" in note for note in report["notes"])
-    (hook,) = _our_listed(live, host_clis)
-    assert (hook["source"], hook["trustStatus"]) == ("user", "trusted")
+    listed = _our_listed(live, host_clis)
+    assert sorted(hook["eventName"] for hook in listed) == ["sessionStart", "userPromptSubmit"]
+    assert {(hook["source"], hook["trustStatus"]) for hook in listed} == {("user", "trusted")}
     state = tomllib.loads(live.config_file.read_text("utf-8"))["hooks"]["state"]
-    assert list(state) == [hook["key"]]
+    assert sorted(state) == sorted(hook["key"] for hook in listed)
     assert live.run_json("install")["changed"] is False
 
     live.run_json("uninstall")

@@ -271,7 +271,8 @@ def test_a_stopped_runtime_costs_a_bounded_moment_and_injects_nothing(
     assert "PowerContext prepared untrusted historical context" not in request.body.decode()
     log = machine.plugin_data_dir() / "diagnostics.log"
     lines = [json.loads(line) for line in log.read_text("utf-8").splitlines()]
-    assert [(line["event"], line["outcome"]) for line in lines] == [
-        ("context_prepare", "server_unavailable")
+    # SessionStart asks the runtime too (even with bootstrap off), then UserPromptSubmit.
+    assert [(line["component"], line["event"], line["outcome"]) for line in lines] == [
+        (f"powercontext.{host}.session-start", "context_bootstrap", "server_unavailable"),
+        (f"powercontext.{host}.user-prompt-submit", "context_prepare", "server_unavailable"),
     ]
-    assert lines[0]["component"] == f"powercontext.{host}.user-prompt-submit"

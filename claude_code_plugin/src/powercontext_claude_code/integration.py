@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from powercontext_hook_kit.install import (
+    HOOK_EVENTS,
     Change,
     Check,
     HookRegistration,
@@ -201,12 +202,17 @@ class ClaudeCodeIntegration(HostIntegration):
                 env[f"CLAUDE_PLUGIN_OPTION_{key.upper()}"] = text
         return env
 
-    def _hook_command_in(self, folder: Path) -> str | None:
-        document = load_json_object(folder / "hooks" / "hooks.json") or {}
+    def _our_handlers(self, document: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """``(hook name, command)`` of each of our handlers under its own event."""
+        found = []
         for event, _group, _index, handler in iter_hook_handlers(document):
-            if event == "UserPromptSubmit" and self.is_ours(handler) == "user-prompt-submit":
-                return str(handler["command"])
-        return None
+            name = self.is_ours(handler)
+            if name is not None and HOOK_EVENTS.get(name) == event:
+                found.append((name, str(handler["command"])))
+        return found
+
+    def _hook_commands_in(self, folder: Path) -> list[tuple[str, str]]:
+        return self._our_handlers(load_json_object(folder / "hooks" / "hooks.json") or {})
 
     def _plugin_folder_from_settings(self, settings: Mapping[str, Any]) -> Path | None:
         """Without ``claude``: our plugin's folder if settings.json enables it."""
@@ -236,13 +242,12 @@ class ClaudeCodeIntegration(HostIntegration):
         except InstallError as exc:
             checks.append(Check("hooks", "fail", str(exc)))
             return registration
-        found: list[str] = []
-        for event, _group, _index, handler in iter_hook_handlers(settings):
-            if event == "UserPromptSubmit" and self.is_ours(handler) == "user-prompt-submit":
-                found.append(f"hook in {settings_file}")
-                registration.commands["user-prompt-submit"] = str(handler["command"])
-                clean = {k: v for k, v in ctx.env.items() if k not in self.data_dir_vars()}
-                registration.data_dir = plugin_data_dir(self.host, clean)
+        places: dict[str, list[str]] = {name: [] for name in HOOK_EVENTS}
+        for name, command in self._our_handlers(settings):
+            places[name].append(f"hook in {settings_file}")
+            registration.commands[name] = command
+            clean = {k: v for k, v in ctx.env.items() if k not in self.data_dir_vars()}
+            registration.data_dir = plugin_data_dir(self.host, clean)
         folder: Path | None
         if ctx.host_cli is not None:
             version = self._claude(ctx, "--version", check=False).stdout.strip() or "unknown"
@@ -272,16 +277,14 @@ class ClaudeCodeIntegration(HostIntegration):
             folder = self._plugin_folder_from_settings(settings)
         if folder is not None:
             try:
-                command = self._hook_command_in(folder)
+                in_plugin = self._hook_commands_in(folder)
             except InstallError as exc:
                 checks.append(Check("hooks", "fail", str(exc)))
-                command = None
-            if command is not None:
-                found.append(f"plugin {self.plugin_id} from {folder}")
-                registration.commands["user-prompt-submit"] = command
+                in_plugin = []
+            for name, command in in_plugin:
+                places[name].append(f"plugin {self.plugin_id} from {folder}")
+                registration.commands[name] = command
                 registration.data_dir = str(self.plugin_data_dir(ctx.env))
                 registration.env = self._plugin_options(settings)
-        checks.extend(
-            self.registration_checks(ctx, found, registration.commands.get("user-prompt-submit"))
-        )
+        checks.extend(self.registration_checks(ctx, places, registration.commands))
         return registration

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from powercontext_hook_kit.install import (
+    HOOK_EVENTS,
     Change,
     Check,
     HookRegistration,
@@ -52,6 +53,9 @@ __all__ = ["AppServer", "CodexIntegration"]
 _APP_SERVER_TIMEOUT = 30.0
 _TRUSTED = "trusted"
 _HOOKS_FILE_KEYS = frozenset({"description", "hooks"})
+#: ``hooks/list`` spells events in camelCase: host event name → Codex's ``eventName``.
+_EVENT_NAMES = {"SessionStart": "sessionStart", "UserPromptSubmit": "userPromptSubmit"}
+_EVENT_LABELS = {listed: event for event, listed in _EVENT_NAMES.items()}
 
 
 class AppServer:
@@ -259,7 +263,7 @@ class CodexIntegration(HostIntegration):
         parser.add_argument(
             "--no-trust",
             action="store_true",
-            help="do not mark the installed hook as trusted; review it in Codex with /hooks",
+            help="do not mark the installed hooks as trusted; review them in Codex with /hooks",
         )
 
     # ---- talking to codex ----------------------------------------------------------------
@@ -311,8 +315,8 @@ class CodexIntegration(HostIntegration):
         """Mark exactly our freshly installed hooks as trusted, then verify Codex agrees."""
         if getattr(ctx.options, "no_trust", False):
             ctx.report.notes.append(
-                "not trusted (--no-trust): Codex skips the hook until you trust it — open "
-                "`codex`, run /hooks and trust the PowerContext hook"
+                "not trusted (--no-trust): Codex skips the hooks until you trust them — open "
+                "`codex`, run /hooks and trust the PowerContext hooks"
             )
             return
         assert ctx.host_cli is not None
@@ -379,8 +383,8 @@ class CodexIntegration(HostIntegration):
 
     def choose_mode(self, ctx: InstallContext) -> str:
         trust_hint = (
-            "Codex runs it only once trusted: open `codex`, run /hooks and trust the "
-            f"PowerContext hook (or re-run `{self.script} install` with codex on PATH)"
+            "Codex runs them only once trusted: open `codex`, run /hooks and trust the "
+            f"PowerContext hooks (or re-run `{self.script} install` with codex on PATH)"
         )
         if getattr(ctx.options, "no_host_cli", False):
             ctx.report.notes.append(f"--no-host-cli: merged into hooks.json. {trust_hint}")
@@ -473,13 +477,16 @@ class CodexIntegration(HostIntegration):
         except InstallError as exc:
             checks.append(Check("hooks", "fail", str(exc)))
             return registration
-        ours = [
-            hook
-            for hook in listed
-            if self.is_ours({"command": hook.get("command")}) == "user-prompt-submit"
-            and hook.get("eventName") == "userPromptSubmit"
-        ]
-        if not ours:
+        ours: dict[str, list[dict[str, Any]]] = {
+            name: [
+                hook
+                for hook in listed
+                if self.is_ours({"command": hook.get("command")}) == name
+                and hook.get("eventName") == _EVENT_NAMES[event]
+            ]
+            for name, event in HOOK_EVENTS.items()
+        }
+        if not any(ours.values()):
             hooks_file = self.user_hooks_file(ctx.env)
             try:  # a user hooks file Codex cannot read explains a missing hook best
                 self.check_user_hooks(load_json_object(hooks_file) or {}, hooks_file)
@@ -498,64 +505,79 @@ class CodexIntegration(HostIntegration):
                     )
                 )
             else:
-                checks.extend(self.registration_checks(ctx, [], None))
+                checks.extend(self.registration_checks(ctx, {}, {}))
             return registration
-        hook = ours[0]
-        places = [
-            f"plugin {h.get('pluginId')}"
-            if h.get("source") == "plugin"
-            else f"{h.get('source')} hook in {h.get('sourcePath')}"
-            for h in ours
-        ]
-        registration.commands["user-prompt-submit"] = str(hook.get("command"))
+        places = {
+            name: [
+                f"plugin {h.get('pluginId')}"
+                if h.get("source") == "plugin"
+                else f"{h.get('source')} hook in {h.get('sourcePath')}"
+                for h in hooks
+            ]
+            for name, hooks in ours.items()
+        }
+        for name, hooks in ours.items():
+            if hooks:
+                registration.commands[name] = str(hooks[0].get("command"))
+        first = ours["user-prompt-submit"][:1] or ours["session-start"][:1]
         registration.data_dir = (
             str(self.plugin_data_dir(ctx.env))
-            if hook.get("source") == "plugin"
+            if first[0].get("source") == "plugin"
             else self.user_hook_data_dir(ctx.env)
         )
-        checks.extend(self.registration_checks(ctx, places, str(hook.get("command"))))
-        if hook.get("enabled") is False:
-            checks.append(Check("enabled", "fail", "the hook is disabled in Codex", "enable it"))
-        status = hook.get("trustStatus")
-        fix = f"run `{self.script} install` (it trusts the hook), or trust it in `codex` → /hooks"
-        if status == _TRUSTED:
-            checks.append(Check("trust", "ok", "trusted"))
-        elif status == "modified":
-            checks.append(
-                Check(
-                    "trust",
-                    "fail",
-                    "changed since it was trusted: Codex does not run it (a plugin hook shows "
-                    "as `hook: UserPromptSubmit Failed`)",
-                    fix,
-                )
-            )
-        else:
-            checks.append(
-                Check(
-                    "trust",
-                    "fail",
-                    f"{status or 'unknown'}: `codex exec` silently skips untrusted hooks",
-                    fix,
-                )
-            )
+        checks.extend(self.registration_checks(ctx, places, registration.commands))
+        found = [hooks[0] for hooks in ours.values() if hooks]
+        disabled = [h for h in found if h.get("enabled") is False]
+        if disabled:
+            events = " and ".join(_EVENT_LABELS[str(h.get("eventName"))] for h in disabled)
+            checks.append(Check("enabled", "fail", f"{events} disabled in Codex", "enable it"))
+        checks.append(self._trust_check(found))
         return registration
+
+    def _trust_check(self, hooks: Sequence[Mapping[str, Any]]) -> Check:
+        """One ``trust`` line for all our listed hooks: ok only if Codex trusts every one."""
+        fix = (
+            f"run `{self.script} install` (it trusts the hooks), or trust them in `codex` → "
+            "/hooks"
+        )
+        modified = [h for h in hooks if h.get("trustStatus") == "modified"]
+        if modified:
+            events = " and ".join(_EVENT_LABELS[str(h.get("eventName"))] for h in modified)
+            return Check(
+                "trust",
+                "fail",
+                f"{events} changed since it was trusted: Codex does not run it (a plugin hook "
+                f"shows as `hook: {events.split(' and ')[0]} Failed`)",
+                fix,
+            )
+        untrusted = [h for h in hooks if h.get("trustStatus") != _TRUSTED]
+        if untrusted:
+            status = untrusted[0].get("trustStatus") or "unknown"
+            events = " and ".join(_EVENT_LABELS[str(h.get("eventName"))] for h in untrusted)
+            return Check(
+                "trust",
+                "fail",
+                f"{events} {status}: `codex exec` silently skips untrusted hooks",
+                fix,
+            )
+        return Check("trust", "ok", f"trusted ({' and '.join(HOOK_EVENTS.values())})")
 
     def _inspect_files(
         self, ctx: InstallContext, registration: HookRegistration
     ) -> HookRegistration:
         """Without ``codex``: read the files install writes; trust cannot be checked."""
         checks = registration.checks
-        found: list[str] = []
+        places: dict[str, list[str]] = {name: [] for name in HOOK_EVENTS}
         try:
             document = load_json_object(self.user_hooks_file(ctx.env)) or {}
         except InstallError as exc:
             checks.append(Check("hooks", "fail", str(exc)))
             return registration
         for event, _group, _index, handler in iter_hook_handlers(document):
-            if event == "UserPromptSubmit" and self.is_ours(handler) == "user-prompt-submit":
-                found.append(f"user hook in {self.user_hooks_file(ctx.env)}")
-                registration.commands["user-prompt-submit"] = str(handler["command"])
+            name = self.is_ours(handler)
+            if name in places and HOOK_EVENTS[name] == event:
+                places[name].append(f"user hook in {self.user_hooks_file(ctx.env)}")
+                registration.commands[name] = str(handler["command"])
                 registration.data_dir = self.user_hook_data_dir(ctx.env)
         if self.plugin_registered_in_config(ctx):
             plugin_hooks = self.plugin_dir() / "hooks" / "hooks.json"
@@ -563,13 +585,12 @@ class CodexIntegration(HostIntegration):
                 for event, _g, _i, handler in iter_hook_handlers(
                     load_json_object(plugin_hooks) or {}
                 ):
-                    if event == "UserPromptSubmit" and self.is_ours(handler):
-                        found.append(f"plugin {self.plugin_id}")
-                        registration.commands["user-prompt-submit"] = str(handler["command"])
+                    name = self.is_ours(handler)
+                    if name in places and HOOK_EVENTS[name] == event:
+                        places[name].append(f"plugin {self.plugin_id}")
+                        registration.commands[name] = str(handler["command"])
                         registration.data_dir = str(self.plugin_data_dir(ctx.env))
-        checks.extend(
-            self.registration_checks(ctx, found, registration.commands.get("user-prompt-submit"))
-        )
+        checks.extend(self.registration_checks(ctx, places, registration.commands))
         checks.append(
             Check(
                 "trust",

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
@@ -45,7 +46,7 @@ from typing import Any, Literal
 
 from .contract import PREPARED_CONTEXT_SCHEMA
 from .diagnostics import LOG_FILE_NAME
-from .host import USER_PROMPT_SUBMIT
+from .host import SESSION_START, USER_PROMPT_SUBMIT
 from .runner import HOOK_NAMES
 from .scope import ScopeError, bind, binding_path, explain_scope, find_repository, unbind
 from .settings import HookSettings, SettingsError, config_file_path, runtime_token_file
@@ -53,6 +54,7 @@ from .settings import HookSettings, SettingsError, config_file_path, runtime_tok
 __all__ = [
     "BACKUP_SUFFIX",
     "DOCTOR_PROMPT",
+    "HOOK_EVENTS",
     "HOOK_TIMEOUT_SECONDS",
     "MANAGED_MARKER",
     "MEMORY_SKILL_MARKDOWN",
@@ -66,6 +68,7 @@ __all__ = [
     "InstallError",
     "Report",
     "atomic_write",
+    "bootstrap_check",
     "dry_run_check",
     "dump_json",
     "find_executable",
@@ -86,6 +89,12 @@ __all__ = [
     "scope_check",
     "sync_managed_tree",
 ]
+
+#: Every hook the plugins register: hook name (``hook <name>`` verb) → host event name.
+HOOK_EVENTS: dict[str, str] = {
+    "session-start": SESSION_START,
+    "user-prompt-submit": USER_PROMPT_SUBMIT,
+}
 
 #: Hosts kill a hook after this many seconds. Whole seconds: Codex 0.169.0 ignores a whole
 #: hooks.json whose ``timeout`` is not an integer. The hook bounds itself by its own deadline
@@ -916,6 +925,30 @@ def scope_check(cwd: str, settings: HookSettings | None) -> Check:
     return Check("scope", "ok", f"{scope} — {rule}")
 
 
+def bootstrap_check(settings: HookSettings, env: Mapping[str, str]) -> Check:
+    """Informational: whether SessionStart bootstrap is on, and which setting decided it (the
+    same order :meth:`HookSettings.load` resolves it in)."""
+    state = "on" if settings.bootstrap else "off"
+    if env.get("POWERCONTEXT_BOOTSTRAP", "").strip():
+        source = "from POWERCONTEXT_BOOTSTRAP"
+    elif settings.host == "claude-code" and env.get("CLAUDE_PLUGIN_OPTION_BOOTSTRAP", "").strip():
+        source = "from the plugin's bootstrap option"
+    else:
+        source = "default"
+        with contextlib.suppress(OSError, RuntimeError, ValueError):
+            path = config_file_path()
+            table = tomllib.loads(Path(path).read_text("utf-8")).get(settings.host)
+            value = table.get("bootstrap") if isinstance(table, dict) else None
+            if value is not None and not (isinstance(value, str) and not value.strip()):
+                source = f"from bootstrap in [{settings.host}] of {path}"
+    hint = "" if settings.bootstrap else "; set POWERCONTEXT_BOOTSTRAP=1 to add it"
+    return Check(
+        "bootstrap",
+        "info",
+        f"{state} ({source}): the SessionStart pack of entries tagged bootstrap-context{hint}",
+    )
+
+
 DOCTOR_PROMPT = "What should I know about this project before I change it?"
 
 
@@ -1139,39 +1172,67 @@ class HostIntegration(abc.ABC):
     # ---- shared ---------------------------------------------------------------------------
 
     def registration_checks(
-        self, ctx: InstallContext, places: Sequence[str], registered: str | None
+        self,
+        ctx: InstallContext,
+        places: Mapping[str, Sequence[str]],
+        registered: Mapping[str, str],
     ) -> list[Check]:
-        """The ``hooks`` line (registered nowhere / once / more than once) and a warning when
-        the registered command is not the one this installation would write."""
+        """The ``hooks`` line — every hook of :data:`HOOK_EVENTS` registered exactly once — and
+        a warning when a registered command is not the one this installation would write.
+
+        ``places`` maps hook names (``session-start``) to where each registration was found;
+        ``registered`` to the command found for it.
+        """
         checks: list[Check] = []
-        if not places:
+        missing = [event for name, event in HOOK_EVENTS.items() if not places.get(name)]
+        doubled = {
+            event: list(places[name])
+            for name, event in HOOK_EVENTS.items()
+            if len(places.get(name) or ()) > 1
+        }
+        if missing:
             checks.append(
                 Check(
                     "hooks",
                     "fail",
-                    f"{self.display_name} has no PowerContext UserPromptSubmit hook",
+                    f"{self.display_name} has no PowerContext {' or '.join(missing)} hook",
                     f"run `{self.script} install`",
                 )
             )
-        elif len(places) > 1:
+        elif doubled:
+            event, where = next(iter(doubled.items()))
             checks.append(
                 Check(
                     "hooks",
                     "fail",
-                    f"registered {len(places)} times ({'; '.join(places)}): every prompt "
-                    "would get the pack more than once",
+                    f"{event} registered {len(where)} times ({'; '.join(where)}): every "
+                    f"{'session' if event == SESSION_START else 'prompt'} would get the pack "
+                    "more than once",
                     f"run `{self.script} install` again (it keeps one)",
                 )
             )
         else:
-            checks.append(Check("hooks", "ok", f"UserPromptSubmit registered ({places[0]})"))
-        expected = ctx.commands.get("user-prompt-submit")
-        if registered is not None and expected is not None and registered != expected:
+            where = sorted({place for name in HOOK_EVENTS for place in places[name]})
+            checks.append(
+                Check(
+                    "hooks",
+                    "ok",
+                    f"{' and '.join(HOOK_EVENTS.values())} registered ({'; '.join(where)})",
+                )
+            )
+        stale = [
+            registered[name]
+            for name in HOOK_EVENTS
+            if name in registered
+            and ctx.commands.get(name) is not None
+            and registered[name] != ctx.commands[name]
+        ]
+        if stale:
             checks.append(
                 Check(
                     "command",
                     "warn",
-                    f"the registered command is {registered!r}, not this installation's",
+                    f"the registered command is {stale[0]!r}, not this installation's",
                     f"re-run `{self.script} install` to use this one",
                 )
             )
@@ -1312,6 +1373,7 @@ class HostIntegration(abc.ABC):
             checks.append(Check("settings", "fail", str(exc), fix))
         if settings is not None:
             checks.append(Check("settings", "ok", f"runtime URL {settings.url}"))
+            checks.append(bootstrap_check(settings, env))
             checks.extend(runtime_checks(settings, env))
         checks.append(scope_check(ctx.cwd, settings))
         checks.extend(registration.checks)
