@@ -41,6 +41,7 @@ bench: install
 	$(BIN)/python bench/write_scaling.py --write-results
 	$(BIN)/python bench/prepare_latency.py --write-results
 	$(BIN)/python bench/hook_latency.py --write-results
+	$(BIN)/python bench/bootstrap_latency.py --write-results
 	$(BIN)/python bench/recall_quality.py --write-results
 
 clean:
