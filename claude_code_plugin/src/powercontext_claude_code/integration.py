@@ -13,6 +13,7 @@ verified against the real CLI (``docs/decisions/real-host-facts.md``, ``plugin-i
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from importlib.resources import files
@@ -30,6 +31,7 @@ from powercontext_hook_kit.install import (
     InstallError,
     iter_hook_handlers,
     load_json_object,
+    point_marketplace,
     run_cli,
 )
 from powercontext_hook_kit.settings import plugin_data_dir
@@ -152,19 +154,12 @@ class ClaudeCodeIntegration(HostIntegration):
         return "plugin"
 
     def register_plugin(self, ctx: InstallContext, marketplace: Path) -> None:
-        path = self._marketplace_path(ctx)
-        if path is not None and os.path.realpath(path) != os.path.realpath(marketplace):
-            self._ran(
-                ctx,
-                "plugin",
-                "marketplace",
-                "remove",
-                self.marketplace_name,
-                detail=f"it pointed at {path}",
-            )
-            path = None
-        if path is None:
-            self._ran(ctx, "plugin", "marketplace", "add", str(marketplace))
+        point_marketplace(
+            functools.partial(self._ran, ctx),
+            self.marketplace_name,
+            self._marketplace_path(ctx),
+            marketplace,
+        )
         installed = self._installed_plugin(ctx)
         if installed is None:
             self._ran(ctx, "plugin", "install", self.plugin_id, "--scope", "user")

@@ -16,6 +16,7 @@ against the real CLI (``docs/decisions/real-host-facts.md``, ``plugin-install.md
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import queue
@@ -41,6 +42,7 @@ from powercontext_hook_kit.install import (
     InstallError,
     iter_hook_handlers,
     load_json_object,
+    point_marketplace,
     run_cli,
     same_tree,
 )
@@ -403,19 +405,12 @@ class CodexIntegration(HostIntegration):
         return "plugin"
 
     def register_plugin(self, ctx: InstallContext, marketplace: Path) -> None:
-        root = self._marketplace_root(ctx)
-        if root is not None and os.path.realpath(root) != os.path.realpath(marketplace):
-            self._ran(
-                ctx,
-                "plugin",
-                "marketplace",
-                "remove",
-                self.marketplace_name,
-                detail=f"it pointed at {root}",
-            )
-            root = None
-        if root is None:
-            self._ran(ctx, "plugin", "marketplace", "add", str(marketplace))
+        point_marketplace(
+            functools.partial(self._ran, ctx),
+            self.marketplace_name,
+            self._marketplace_root(ctx),
+            marketplace,
+        )
         installed = self._installed_plugin(ctx)
         cache = (
             self.codex_home(ctx.env)
@@ -537,8 +532,7 @@ class CodexIntegration(HostIntegration):
     def _trust_check(self, hooks: Sequence[Mapping[str, Any]]) -> Check:
         """One ``trust`` line for all our listed hooks: ok only if Codex trusts every one."""
         fix = (
-            f"run `{self.script} install` (it trusts the hooks), or trust them in `codex` → "
-            "/hooks"
+            f"run `{self.script} install` (it trusts the hooks), or trust them in `codex` → /hooks"
         )
         modified = [h for h in hooks if h.get("trustStatus") == "modified"]
         if modified:

@@ -79,6 +79,7 @@ __all__ = [
     "load_json_object",
     "log_tail",
     "merge_hook_handlers",
+    "point_marketplace",
     "remove_hook_handlers",
     "remove_managed_tree",
     "render_plugin_files",
@@ -1092,6 +1093,22 @@ class InstallContext:
         for event, _group, _index, handler in iter_hook_handlers(document):
             wanted.setdefault(event, []).append(dict(handler))
         return wanted
+
+
+def point_marketplace(
+    ran: Callable[..., None], name: str, registered: str | None, marketplace: Path
+) -> None:
+    """Make the host's marketplace ``name`` point at ``marketplace`` (via the host's own CLI).
+
+    One registered at another path (an older install, another venv) is removed first, so the
+    host never keeps serving a stale copy of the plugin. ``ran(*args, detail=…)`` runs one host
+    CLI command and records it in the install report.
+    """
+    if registered is not None and os.path.realpath(registered) != os.path.realpath(marketplace):
+        ran("plugin", "marketplace", "remove", name, detail=f"it pointed at {registered}")
+        registered = None
+    if registered is None:
+        ran("plugin", "marketplace", "add", str(marketplace))
 
 
 class HostIntegration(abc.ABC):
