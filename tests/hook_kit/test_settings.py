@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from powercontext_hook_kit import HookSettings, SettingsError, config_file_path, plugin_data_dir
+from powercontext_hook_kit.settings import user_dir
 from powercontext_hook_kit.transport import Endpoint
 
 
@@ -184,3 +185,34 @@ def test_plugin_data_dir(tmp_path: Path, isolated_user: Path) -> None:
     assert plugin_data_dir("codex", inside) == f"{state}/codex"
     claude_inside = {"CLAUDE_PLUGIN_ROOT": str(root), "CLAUDE_PLUGIN_DATA": str(root)}
     assert plugin_data_dir("claude-code", claude_inside) == f"{state}/claude-code"
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"HOME": "/home/alice"},
+        {
+            "HOME": "/home/alice",
+            "XDG_CONFIG_HOME": "/x/conf",
+            "XDG_DATA_HOME": "/x/data",
+            "XDG_STATE_HOME": "/x/state",
+        },
+        {"HOME": "/home/alice", "XDG_CONFIG_HOME": "relative/conf", "XDG_DATA_HOME": " /x"},
+        {"HOME": "/home/alice", "XDG_DATA_HOME": ""},
+        {"HOME": "relative-home"},
+        {"XDG_STATE_HOME": "/x/state"},
+    ],
+)
+@pytest.mark.parametrize("kind", ["config", "data", "state"])
+def test_user_dirs_agree_with_platformdirs(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], kind: str
+) -> None:
+    """The hook's fast path and the runtime (which uses platformdirs) must name the same files."""
+    import platformdirs
+
+    for name in ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    expected = getattr(platformdirs, f"user_{kind}_dir")("powercontext")
+    assert user_dir(kind) == expected  # type: ignore[arg-type]

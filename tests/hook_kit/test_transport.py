@@ -136,3 +136,63 @@ def test_response_cap_is_configurable_and_exact(stub: StubRuntime) -> None:
     )
     assert exact == HttpResponse(200, b"x" * 100)
     assert over == HttpFailure("oversize", 200)
+
+
+def _raw_exchange(stub: StubRuntime, raw: bytes) -> HttpResponse | HttpFailure:
+    stub.replies[PREPARE] = Reply(raw=raw)
+    return post_json(
+        parse_loopback_url(stub.url), PREPARE, b"{}", token="t", deadline=Deadline.after(2)
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        # Interim 1xx answers are skipped; the final response counts.
+        (
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+            HttpResponse(200, b"{}"),
+        ),
+        # No length and not chunked: the body runs to the end of the stream.
+        (b'HTTP/1.0 200 OK\r\n\r\n{"a": 1}', HttpResponse(200, b'{"a": 1}')),
+        # Bare LF line endings are tolerated, chunk extensions and trailers ignored.
+        (
+            b"HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n2;ext=1\n{}\n0\nX-Trailer: 1\n\n",
+            HttpResponse(200, b"{}"),
+        ),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", "malformed"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: -2\r\n\r\n{}", "malformed"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n{}", "malformed"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "malformed"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n", "malformed"),
+        (b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 101 + b"\r\n", "malformed"),
+        (b"HTTP/1.1 200 OK\r\nX-Long: " + b"y" * 70_000 + b"\r\n\r\n", "malformed"),
+        (b"HTTP/1.1 200 OK\r\n Folded: no\r\n\r\n", "malformed"),
+        (b"HTTP/2 200\r\n\r\n", "malformed"),
+        (b"HTTP/1.1 20x OK\r\n\r\n", "malformed"),
+        (b"HTTP/1.1 200 OK\r\nContent-Len", "malformed"),
+        (
+            b"HTTP/1.1 302 Found\r\nLocation: http://example.com/\r\n\r\n",
+            HttpFailure("redirect", 302),
+        ),
+    ],
+)
+def test_response_framing(stub: StubRuntime, raw: bytes, expected: object) -> None:
+    """Every way a response can be framed, and the ways framing can lie, give a definite answer."""
+    result = _raw_exchange(stub, raw)
+    if isinstance(expected, str):
+        assert result == HttpFailure("malformed"), raw[:60]
+    else:
+        assert result == expected
+
+
+def test_the_request_is_well_formed_http(stub: StubRuntime) -> None:
+    stub.replies[PREPARE] = Reply(200, prepared_body("x"))
+    body = '{"q": "é"}'.encode()
+    post_json(parse_loopback_url(stub.url), PREPARE, body, token="tok", deadline=Deadline.after(2))
+    (request,) = stub.requests
+    assert request.body == body
+    assert request.headers["Content-Length"] == str(len(body))
+    assert request.headers["Authorization"] == "Bearer tok"
+    assert request.headers["Host"] == f"127.0.0.1:{stub.port}"
+    assert request.headers["Connection"] == "close"

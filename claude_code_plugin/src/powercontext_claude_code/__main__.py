@@ -1,7 +1,7 @@
 """``powercontext-claude-code`` (``python -m powercontext_claude_code``): install, doctor, hook…
 
 ``hook <name>`` is what Claude Code runs before every prompt, so it takes a short path that
-imports only the kit's hook runner (not argparse, subprocess or the install machinery) and
+imports only the kit's hook entry (not argparse, subprocess or the install machinery) and
 always exits 0.
 """
 
@@ -15,10 +15,9 @@ HOST = "claude-code"
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) == 2 and args[0] == "hook":
-        from powercontext_hook_kit.host import StandardHostAdapter
-        from powercontext_hook_kit.runner import run_hook_main
+        from powercontext_hook_kit.entry import run_hook_process
 
-        return run_hook_main(StandardHostAdapter(HOST), args[1])
+        return run_hook_process(HOST, args[1])
     from powercontext_hook_kit.install import run_plugin_cli
 
     from .integration import ClaudeCodeIntegration

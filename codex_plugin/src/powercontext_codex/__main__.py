@@ -15,10 +15,9 @@ HOST = "codex"
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) == 2 and args[0] == "hook":
-        from powercontext_hook_kit.host import StandardHostAdapter
-        from powercontext_hook_kit.runner import run_hook_main
+        from powercontext_hook_kit.entry import run_hook_process
 
-        return run_hook_main(StandardHostAdapter(HOST), args[1])
+        return run_hook_process(HOST, args[1])
     from powercontext_hook_kit.install import run_plugin_cli
 
     from .integration import CodexIntegration

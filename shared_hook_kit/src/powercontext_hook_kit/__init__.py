@@ -7,125 +7,107 @@ else — settings, scope resolution, the strict pack contracts, the bootstrap re
 deadline-bounded loopback transport, content-free diagnostics and the process contract (one JSON
 object or nothing, exit 0) — lives here once.
 
-Start-up is the hook's main cost, so the hot path imports only the standard library and msgspec;
-``platformdirs``, ``tomllib``, ``subprocess`` and ``json`` are imported lazily when needed. The
-install/doctor machinery of the plugins' command lines (``install``) is exported lazily too.
-Measured on a loaded 2-core machine (details in ``shared_hook_kit/README.md``): the kit's own
-imports add ≈ 6 ms CPU to the ``http.client + msgspec`` floor, a whole hook run (recall +
-capture) ≈ 19 ms more than that floor, peak RSS 23 MiB.
+Start-up is the hook's main cost, so the hot path imports only the standard library and msgspec
+(``tomllib``, ``json`` and, off Linux, ``platformdirs`` only when needed), and this package's
+names are resolved lazily: importing one submodule never loads the others, so the hook entry
+(:mod:`.entry`) can prepare the interpreter before msgspec is imported, and the install/doctor
+machinery stays off the hook path. Numbers: ``bench/RESULTS.md`` (P1).
 """
-
-from .contract import (
-    BOOTSTRAP_CONTEXT_SCHEMA,
-    PREPARED_CONTEXT_SCHEMA,
-    BootstrapContext,
-    InvalidResponse,
-    PreparedContext,
-    RecordedReceipt,
-    decode_bootstrap,
-    decode_prepared,
-    decode_receipt,
-)
-from .diagnostics import OUTCOMES, Diagnostics, outcome_for
-from .flows import prompt_source_id, session_start, user_prompt_submit
-from .host import (
-    SESSION_START,
-    USER_PROMPT_SUBMIT,
-    HostAdapter,
-    HostInfo,
-    PromptEvent,
-    SessionStartEvent,
-    StandardHostAdapter,
-    hook_output,
-)
-from .receipts import ReceiptStore
-from .runner import HOOK_NAMES, run_hook, run_hook_main
-from .scope import (
-    ScopeError,
-    bind,
-    explain_scope,
-    find_repository,
-    normalize_remote_url,
-    resolve_scope,
-    unbind,
-)
-from .settings import HookSettings, SettingsError, config_file_path, plugin_data_dir
-from .transport import Deadline, Endpoint, HttpFailure, HttpResponse, parse_loopback_url, post_json
 
 __version__ = "0.1.0"
 
-#: Names of :mod:`powercontext_hook_kit.install`, loaded on first use (not on the hook path).
-_INSTALL_EXPORTS = frozenset(
-    {
-        "Change",
-        "Check",
-        "HookRegistration",
-        "HostIntegration",
-        "InstallContext",
-        "InstallError",
-        "Report",
-        "hook_command",
-        "hook_command_verb",
-        "merge_hook_handlers",
-        "remove_hook_handlers",
-        "run_plugin_cli",
-    }
-)
+#: Public name → the submodule that defines it; loaded on first access (PEP 562).
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(
+        [
+            "BOOTSTRAP_CONTEXT_SCHEMA",
+            "PREPARED_CONTEXT_SCHEMA",
+            "BootstrapContext",
+            "InvalidResponse",
+            "PreparedContext",
+            "RecordedReceipt",
+            "decode_bootstrap",
+            "decode_prepared",
+            "decode_receipt",
+        ],
+        "contract",
+    ),
+    **dict.fromkeys(["OUTCOMES", "Diagnostics", "outcome_for"], "diagnostics"),
+    **dict.fromkeys(["prompt_source_id", "session_start", "user_prompt_submit"], "flows"),
+    **dict.fromkeys(
+        [
+            "SESSION_START",
+            "USER_PROMPT_SUBMIT",
+            "HostAdapter",
+            "HostInfo",
+            "PromptEvent",
+            "SessionStartEvent",
+            "StandardHostAdapter",
+            "hook_output",
+        ],
+        "host",
+    ),
+    "ReceiptStore": "receipts",
+    **dict.fromkeys(["HOOK_NAMES", "run_hook", "run_hook_main"], "runner"),
+    **dict.fromkeys(
+        [
+            "ScopeError",
+            "bind",
+            "explain_scope",
+            "find_repository",
+            "normalize_remote_url",
+            "resolve_scope",
+            "unbind",
+        ],
+        "scope",
+    ),
+    **dict.fromkeys(
+        ["HookSettings", "SettingsError", "config_file_path", "plugin_data_dir"], "settings"
+    ),
+    **dict.fromkeys(
+        [
+            "Deadline",
+            "Endpoint",
+            "HttpFailure",
+            "HttpResponse",
+            "parse_loopback_url",
+            "post_json",
+        ],
+        "transport",
+    ),
+    **dict.fromkeys(
+        [
+            "Change",
+            "Check",
+            "HookRegistration",
+            "HostIntegration",
+            "InstallContext",
+            "InstallError",
+            "Report",
+            "hook_command",
+            "hook_command_verb",
+            "merge_hook_handlers",
+            "remove_hook_handlers",
+            "run_plugin_cli",
+        ],
+        "install",
+    ),
+}
 
 
 def __getattr__(name: str) -> object:
-    if name in _INSTALL_EXPORTS:
-        from . import install
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return getattr(install, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module_name}", __name__), name)
+    globals()[name] = value
+    return value
 
 
-__all__ = [
-    "HOOK_NAMES",
-    "OUTCOMES",
-    "PREPARED_CONTEXT_SCHEMA",
-    "USER_PROMPT_SUBMIT",
-    "Deadline",
-    "Diagnostics",
-    "Endpoint",
-    "HookSettings",
-    "HostAdapter",
-    "HostInfo",
-    "HttpFailure",
-    "HttpResponse",
-    "InvalidResponse",
-    "PreparedContext",
-    "PromptEvent",
-    "ScopeError",
-    "SettingsError",
-    "StandardHostAdapter",
-    "__version__",
-    "bind",
-    "config_file_path",
-    "decode_prepared",
-    "explain_scope",
-    "find_repository",
-    "hook_output",
-    "normalize_remote_url",
-    "outcome_for",
-    "parse_loopback_url",
-    "plugin_data_dir",
-    "post_json",
-    "prompt_source_id",
-    "resolve_scope",
-    "run_hook",
-    "run_hook_main",
-    "unbind",
-    "user_prompt_submit",
-    "BOOTSTRAP_CONTEXT_SCHEMA",
-    "SESSION_START",
-    "BootstrapContext",
-    "ReceiptStore",
-    "RecordedReceipt",
-    "SessionStartEvent",
-    "decode_bootstrap",
-    "decode_receipt",
-    "session_start",
-    *sorted(_INSTALL_EXPORTS),
-]
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+__all__ = ["__version__", *sorted(_EXPORTS)]

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import sys
 
-from .host import StandardHostAdapter
-from .runner import HOOK_NAMES, run_hook_main
+from .entry import prepare_interpreter
+
+prepare_interpreter()
+
+from .host import StandardHostAdapter  # noqa: E402  (after the interpreter is prepared)
+from .runner import HOOK_NAMES, run_hook_main  # noqa: E402
 
 _USAGE = f"usage: python -m powercontext_hook_kit hook <host> <{'|'.join(sorted(HOOK_NAMES))}>"
 

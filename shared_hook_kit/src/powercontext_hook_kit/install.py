@@ -28,7 +28,6 @@ import argparse
 import contextlib
 import copy
 import datetime
-import http.client
 import json
 import os
 import shlex
@@ -50,6 +49,7 @@ from .host import SESSION_START, USER_PROMPT_SUBMIT
 from .runner import HOOK_NAMES
 from .scope import ScopeError, bind, binding_path, explain_scope, find_repository, unbind
 from .settings import HookSettings, SettingsError, config_file_path, runtime_token_file
+from .transport import HttpFailure, exchange
 
 __all__ = [
     "BACKUP_SUFFIX",
@@ -795,23 +795,32 @@ def _http_get(
 ) -> tuple[int, bytes] | str:
     """``(status, body)`` or a short reason the runtime could not be reached.
 
-    Plain ``http.client`` straight to the loopback endpoint: no proxy variables, no redirects.
+    The hook's own loopback transport: no proxy variables, no redirects, a bounded body.
     """
-    endpoint = settings.endpoint
-    connection = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=timeout)
     headers = {"Accept": "application/json", "User-Agent": "powercontext-doctor"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    try:
-        connection.request("GET", path, headers=headers)
-        response = connection.getresponse()
-        return response.status, response.read(1024 * 1024)
-    except TimeoutError:
-        return "timed out"
-    except (OSError, http.client.HTTPException) as exc:
-        return getattr(exc, "strerror", None) or type(exc).__name__
-    finally:
-        connection.close()
+    outcome = exchange(
+        settings.endpoint,
+        "GET",
+        path,
+        None,
+        headers=headers,
+        stop_at=time.monotonic() + timeout,
+        read_error_bodies=True,
+    )
+    if isinstance(outcome, HttpFailure):
+        return _FAILURE_REASONS[outcome.kind]
+    return outcome.status, outcome.body
+
+
+_FAILURE_REASONS = {
+    "timeout": "timed out",
+    "connection_failed": "connection refused or closed",
+    "oversize": "answer larger than 1 MiB",
+    "redirect": "redirected",
+    "malformed": "not an HTTP answer",
+}
 
 
 def _token_source(settings: HookSettings, env: Mapping[str, str]) -> str:

@@ -4,16 +4,15 @@ A hook sits on the user's critical path: whatever the runtime does — refuse, h
 redirect, send a gigabyte — the hook must be done by its deadline. So the deadline is enforced
 on *total* elapsed time (every socket operation gets only what remains), not per ``recv``.
 
-Standard library ``http.client`` is used instead of httpx because start-up time is most of the
-hook's cost (spec 07: httpx builds an SSL context even for plain http, ~60 ms more per prompt).
-Only plain ``http://`` to loopback is ever spoken, so no TLS and no proxy handling is needed:
-:func:`parse_loopback_url` refuses everything else before any request is made.
+Start-up time is most of the hook's cost, so neither httpx (an SSL context even for plain
+http, ~60 ms) nor ``http.client`` (``email`` and ``ssl`` imports, ~20 ms) is used: the kit
+speaks the little HTTP/1.1 a loopback JSON exchange needs on a plain socket. Only ``http://``
+to loopback is ever spoken, so no TLS and no proxy handling is needed: :func:`parse_loopback_url`
+refuses everything else before any request is made.
 """
 
 from __future__ import annotations
 
-import http.client
-import io
 import socket
 import time
 from typing import Literal
@@ -29,6 +28,7 @@ __all__ = [
     "HttpOutcome",
     "HttpResponse",
     "UnsafeUrl",
+    "exchange",
     "is_loopback_host",
     "parse_loopback_url",
     "post_json",
@@ -38,6 +38,9 @@ REQUEST_TIMEOUT_SECONDS = 1.0
 MAX_RESPONSE_BYTES = 1024 * 1024
 _READ_CHUNK = 64 * 1024
 _USER_AGENT = "powercontext-hook-kit"
+_MAX_LINE = 64 * 1024
+_MAX_HEADERS = 100
+_FRAMING = ("content-length", "transfer-encoding")
 
 
 class UnsafeUrl(ValueError):
@@ -146,71 +149,6 @@ def parse_loopback_url(url: str) -> Endpoint:
     return Endpoint(host=host.lower(), port=port)
 
 
-class _DeadlineReader(io.RawIOBase):
-    """Raw socket reader that gives each ``recv`` only the time left until ``stop_at``.
-
-    A per-call socket timeout alone would let a server trickle one byte per second forever;
-    re-arming the timeout from an absolute stop time bounds the total.
-    """
-
-    def __init__(self, owner: _DeadlineSocket) -> None:
-        super().__init__()
-        self._owner = owner
-        self._sock = owner.sock
-        self._stop_at = owner.stop_at
-
-    def readable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        if not self.closed:
-            super().close()
-            self._owner.reader_closed()
-
-    def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
-        remaining = self._stop_at - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("deadline reached while reading")
-        self._sock.settimeout(remaining)
-        return self._sock.recv_into(buffer)
-
-
-class _DeadlineSocket:
-    """The three socket methods ``http.client`` uses, each bounded by the same stop time.
-
-    Like a real socket, it stays open while a reader made by :meth:`makefile` is open:
-    ``http.client`` closes the connection as soon as a ``Connection: close`` response starts
-    and leaves the response to finish reading.
-    """
-
-    def __init__(self, sock: socket.socket, stop_at: float) -> None:
-        self.sock = sock
-        self.stop_at = stop_at
-        self._readers = 0
-        self._closing = False
-
-    def sendall(self, data: bytes) -> None:
-        remaining = self.stop_at - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("deadline reached while sending")
-        self.sock.settimeout(remaining)
-        self.sock.sendall(data)
-
-    def makefile(self, mode: str = "rb") -> io.BufferedReader:
-        self._readers += 1
-        return io.BufferedReader(_DeadlineReader(self), _READ_CHUNK)
-
-    def reader_closed(self) -> None:
-        self._readers -= 1
-        if self._closing and self._readers <= 0:
-            self.sock.close()
-
-    def close(self) -> None:
-        self._closing = True
-        if self._readers <= 0:
-            self.sock.close()
-
-
 def _loopback_addresses(host: str, port: int) -> list[tuple[int, tuple[str, int]]]:
     """Addresses to try, without a resolver call: ``localhost`` means 127.0.0.1 then ::1.
 
@@ -249,34 +187,222 @@ def _connect(endpoint: Endpoint, stop_at: float) -> socket.socket:
     raise last_error
 
 
-class _Connection(http.client.HTTPConnection):
-    """``HTTPConnection`` whose socket never outlives the request's stop time."""
+class _Malformed(Exception):
+    """The peer's bytes are not an HTTP/1.x response we can trust."""
 
-    def __init__(self, endpoint: Endpoint, stop_at: float) -> None:
-        super().__init__(endpoint.host, endpoint.port, timeout=max(stop_at - time.monotonic(), 0))
-        self._endpoint = endpoint
+
+class _Reader:
+    """Buffered reads from one socket, every ``recv`` bounded by the same absolute stop time.
+
+    A per-call socket timeout alone would let a server trickle one byte per second forever;
+    re-arming the timeout from ``stop_at`` on each call bounds the total.
+    """
+
+    __slots__ = ("_buffer", "_sock", "_stop_at", "eof")
+
+    def __init__(self, sock: socket.socket, stop_at: float) -> None:
+        self._sock = sock
         self._stop_at = stop_at
+        self._buffer = bytearray()
+        self.eof = False
 
-    def connect(self) -> None:
-        sock = _DeadlineSocket(_connect(self._endpoint, self._stop_at), self._stop_at)
-        self.sock = sock  # type: ignore[assignment]  # duck-typed: sendall, makefile, close
+    def _fill(self) -> bool:
+        """Read more bytes into the buffer; ``False`` at end of stream."""
+        if self.eof:
+            return False
+        remaining = self._stop_at - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("deadline reached while reading")
+        self._sock.settimeout(remaining)
+        chunk = self._sock.recv(_READ_CHUNK)
+        if not chunk:
+            self.eof = True
+            return False
+        self._buffer += chunk
+        return True
+
+    def line(self, limit: int) -> bytes | None:
+        """One CRLF- (or LF-) terminated line without its terminator; ``None`` at a clean EOF."""
+        while True:
+            end = self._buffer.find(b"\n", 0, limit + 1)
+            if end >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                return line[:-1] if line.endswith(b"\r") else line
+            if len(self._buffer) > limit:
+                raise _Malformed("line too long")
+            if not self._fill():
+                if self._buffer:
+                    raise _Malformed("truncated line")
+                return None
+
+    def exactly(self, size: int) -> bytes:
+        while len(self._buffer) < size:
+            if not self._fill():
+                raise _Malformed("body shorter than announced")
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return data
+
+    def until_eof(self, limit: int) -> bytes | None:
+        """Everything until the peer closes, or ``None`` as soon as it exceeds ``limit``."""
+        while len(self._buffer) <= limit and self._fill():
+            pass
+        if len(self._buffer) > limit:
+            return None
+        data = bytes(self._buffer)
+        self._buffer.clear()
+        return data
 
 
-def _read_capped(response: http.client.HTTPResponse, limit: int) -> bytes | None:
-    """The body, or ``None`` as soon as it is known to exceed ``limit`` (never buffered whole)."""
-    declared = response.getheader("Content-Length")
-    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-        return None
+def _read_head(reader: _Reader) -> tuple[int, dict[str, str]] | None:
+    """Status and lower-cased headers of the final response (interim 1xx ones are skipped).
+
+    ``None`` when the peer closed before sending a single byte.
+    """
+    while True:
+        status_line = reader.line(_MAX_LINE)
+        if status_line is None:
+            return None
+        parts = status_line.split(None, 2)
+        if (
+            len(parts) < 2
+            or parts[0] not in (b"HTTP/1.0", b"HTTP/1.1")
+            or not (len(parts[1]) == 3 and parts[1].isdigit())
+        ):
+            raise _Malformed("bad status line")
+        status = int(parts[1])
+        headers: dict[str, str] = {}
+        for _ in range(_MAX_HEADERS + 1):
+            line = reader.line(_MAX_LINE)
+            if line is None:
+                raise _Malformed("connection closed inside the headers")
+            if not line:
+                break
+            name, colon, value = line.partition(b":")
+            if not colon or not name or name != name.strip():
+                raise _Malformed("bad header line")
+            key = name.decode("latin-1").lower()
+            text = value.strip().decode("latin-1")
+            if key in _FRAMING and headers.get(key, text) != text:
+                raise _Malformed("conflicting framing headers")
+            headers[key] = text
+        else:
+            raise _Malformed("too many headers")
+        if status >= 200:
+            return status, headers
+
+
+def _read_chunked(reader: _Reader, limit: int) -> bytes | None:
+    """A ``Transfer-Encoding: chunked`` body, or ``None`` once it exceeds ``limit``."""
     chunks: list[bytes] = []
     size = 0
     while True:
-        chunk = response.read(_READ_CHUNK)
-        if not chunk:
+        line = reader.line(_MAX_LINE)
+        if line is None:
+            raise _Malformed("connection closed inside a chunked body")
+        size_text = line.split(b";", 1)[0].strip()
+        try:
+            chunk_size = int(size_text, 16)
+        except ValueError:
+            raise _Malformed("bad chunk size") from None
+        if chunk_size < 0:
+            raise _Malformed("bad chunk size")
+        if chunk_size == 0:
+            while reader.line(_MAX_LINE):  # trailers, up to the blank line (or EOF)
+                pass
             return b"".join(chunks)
-        size += len(chunk)
+        size += chunk_size
         if size > limit:
             return None
-        chunks.append(chunk)
+        chunks.append(reader.exactly(chunk_size))
+        if reader.line(_MAX_LINE) != b"":
+            raise _Malformed("chunk not followed by CRLF")
+
+
+def _read_body(reader: _Reader, headers: dict[str, str], limit: int) -> bytes | None:
+    """The body framed as the headers say; ``None`` as soon as it is known to exceed ``limit``."""
+    encoding = headers.get("transfer-encoding")
+    if encoding is not None:
+        if encoding.lower() != "chunked":
+            raise _Malformed("unsupported transfer encoding")
+        return _read_chunked(reader, limit)
+    declared = headers.get("content-length")
+    if declared is None:
+        return reader.until_eof(limit)
+    if not declared.isdigit():
+        raise _Malformed("bad content length")
+    length = int(declared)
+    if length > limit:
+        return None
+    return reader.exactly(length)
+
+
+def _request_bytes(
+    method: str, endpoint: Endpoint, path: str, body: bytes | None, headers: dict[str, str]
+) -> bytes:
+    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{endpoint.port}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    if body is not None:
+        lines.append(f"Content-Length: {len(body)}")
+    lines.append("Connection: close")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return head + (body or b"")
+
+
+def exchange(
+    endpoint: Endpoint,
+    method: str,
+    path: str,
+    body: bytes | None,
+    *,
+    headers: dict[str, str],
+    stop_at: float,
+    max_response_bytes: int = MAX_RESPONSE_BYTES,
+    read_error_bodies: bool = False,
+) -> HttpOutcome:
+    """One HTTP/1.1 request on a fresh connection, finished by ``stop_at``; never raises for
+    network behaviour.
+
+    A few dozen lines of HTTP/1.1 instead of ``http.client``: that module drags in ``email``
+    and ``ssl`` (~20 ms of imports) for header parsing and HTTPS the hook never uses. Only what
+    a loopback JSON exchange needs is spoken: one request, ``Connection: close``, a response
+    framed by ``Content-Length``, chunked encoding or the end of the stream. Redirects are
+    reported, never followed. Non-2xx bodies are skipped unless ``read_error_bodies``.
+    """
+    if stop_at - time.monotonic() <= 0:
+        return HttpFailure("timeout")
+    sock: socket.socket | None = None
+    try:
+        sock = _connect(endpoint, stop_at)
+        remaining = stop_at - time.monotonic()
+        if remaining <= 0:
+            return HttpFailure("timeout")
+        sock.settimeout(remaining)
+        sock.sendall(_request_bytes(method, endpoint, path, body, headers))
+        reader = _Reader(sock, stop_at)
+        head = _read_head(reader)
+        if head is None:
+            return HttpFailure("connection_failed")
+        status, response_headers = head
+        if 300 <= status < 400:
+            return HttpFailure("redirect", status)
+        if not 200 <= status < 300 and not read_error_bodies:
+            return HttpResponse(status, b"")
+        payload = _read_body(reader, response_headers, max_response_bytes)
+        if payload is None:
+            return HttpFailure("oversize", status)
+        return HttpResponse(status, payload)
+    except TimeoutError:
+        return HttpFailure("timeout")
+    except _Malformed:
+        return HttpFailure("malformed")
+    except OSError:
+        return HttpFailure("connection_failed")
+    finally:
+        if sock is not None:
+            sock.close()
 
 
 def post_json(
@@ -297,38 +423,19 @@ def post_json(
     budget = min(request_timeout, deadline.remaining())
     if budget <= 0:
         return HttpFailure("timeout")
-    stop_at = time.monotonic() + budget
     headers = {
         "Content-Type": "application/json",
         "Accept": "application/json",
         "User-Agent": _USER_AGENT,
-        "Connection": "close",
     }
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    connection = _Connection(endpoint, stop_at)
-    response: http.client.HTTPResponse | None = None
-    try:
-        connection.request("POST", path, body=body, headers=headers)
-        response = connection.getresponse()
-        status = response.status
-        if 300 <= status < 400:
-            return HttpFailure("redirect", status)
-        if not 200 <= status < 300:
-            return HttpResponse(status, b"")
-        payload = _read_capped(response, max_response_bytes)
-        if payload is None:
-            return HttpFailure("oversize", status)
-        return HttpResponse(status, payload)
-    except TimeoutError:
-        return HttpFailure("timeout")
-    except http.client.RemoteDisconnected:
-        return HttpFailure("connection_failed")
-    except http.client.HTTPException:
-        return HttpFailure("malformed")
-    except OSError:
-        return HttpFailure("connection_failed")
-    finally:
-        if response is not None:
-            response.close()
-        connection.close()
+    return exchange(
+        endpoint,
+        "POST",
+        path,
+        body,
+        headers=headers,
+        stop_at=time.monotonic() + budget,
+        max_response_bytes=max_response_bytes,
+    )
