@@ -19,7 +19,6 @@ whole query's weight for short queries, whichever is smaller.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -117,14 +116,20 @@ def plan_query(
 def rank(plan: QueryPlan, candidates: Iterable[tuple[int, Sequence[str]]]) -> list[Ranked]:
     """Admitted candidates with scores in 0..1, best first (ties keep retrieval order)."""
     weights = plan.weights
+    keys = weights.keys()
     admitted: list[Ranked] = []
     for rowid, doc_terms in candidates:
-        matched = Counter(t for t in doc_terms if t in weights)
+        # The set intersection runs in C; most candidates are rejected by the floor before
+        # any term is counted. Sorted, so float sums never depend on string hash order.
+        matched = sorted(keys & doc_terms)
         evidence = sum(weights[t] for t in matched)
         if evidence + 1e-9 < plan.required:
             continue
         length_factor = _K1 * (1.0 - _B + _B * (len(doc_terms) / _TYPICAL_TERMS))
-        weighted = sum(weights[t] * tf / (tf + length_factor) for t, tf in matched.items())
+        weighted = 0.0
+        for t in matched:
+            tf = doc_terms.count(t)
+            weighted += weights[t] * tf / (tf + length_factor)
         score = round(min(1.0, weighted / plan.total_weight), 6)
         admitted.append(Ranked(rowid, score))
     admitted.sort(key=lambda r: -r.score)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..context.builder import ExperienceHit, MemoryHit, PreparedContext, PreparedContextBuilder
 from ..contract.context import PrepareContextRequest
 from ..errors import InternalError
+from ..search.analyzer import query_terms
 from .bootstrap import BootstrapService
 from .memory import MemoryService
 from .review import ReviewService
@@ -39,7 +40,8 @@ class ContextService:
             if req.bootstrap_receipt_id
             else frozenset()
         )
-        result = self._memory.find(req.scope_id, req.query, MEMORY_CANDIDATES, delivered)
+        terms = query_terms(req.query)
+        result = self._memory.find(req.scope_id, terms, MEMORY_CANDIDATES, delivered)
         experience = [
             ExperienceHit(
                 artifact_id=found.artifact_id,
@@ -49,9 +51,7 @@ class ContextService:
                 outcome=found.content["outcome"],
                 lesson=found.content["lesson"],
             )
-            for found in self._review.find_experience(
-                req.scope_id, req.query, EXPERIENCE_CANDIDATES
-            )
+            for found in self._review.find_experience(req.scope_id, terms, EXPERIENCE_CANDIDATES)
         ]
         if result.memory is None:
             return self._builder.build([], experience, req.max_bytes)

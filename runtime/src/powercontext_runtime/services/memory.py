@@ -6,6 +6,8 @@ here, so one analyzer serves every backend and both indexed families.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..contract.memory import (
     GetMemoryEntryRequest,
     ListMemoryChangesRequest,
@@ -49,18 +51,19 @@ class MemoryService:
         return self._store.changes(req)
 
     def search(self, req: SearchMemoryRequest) -> SearchMemoryResponse:
-        result = self.find(req.scope_id, req.query, req.limit)
+        result = self.find(req.scope_id, query_terms(req.query), req.limit)
         return SearchMemoryResponse(memory=result.memory, mode="fts", hits=result.hits)
 
     def find(
         self,
         scope_id: str,
-        query: str,
+        terms: Sequence[str],
         limit: int,
         exclude_versions: frozenset[str] = frozenset(),
     ) -> SearchResult:
-        """Search shared by ``search_memory`` and context preparation."""
-        return self._store.search(scope_id, query_terms(query), limit, exclude_versions)
+        """Search shared by ``search_memory`` and context preparation (``terms`` from
+        :func:`~powercontext_runtime.search.analyzer.query_terms`, analysed once per request)."""
+        return self._store.search(scope_id, terms, limit, exclude_versions)
 
     def reindex(self) -> int:
         return self._store.reindex()

@@ -6,6 +6,8 @@ here), Experience and Skill are created and modified only by approving a candida
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..contract.review import (
     ApproveCandidateRequest,
     Candidate,
@@ -20,7 +22,6 @@ from ..contract.review import (
     ReviseCandidateRequest,
     SkillArtifact,
 )
-from ..search.analyzer import query_terms
 from ..store.review import ApprovedExperience, ReviewStore
 
 __all__ = ["ReviewService"]
@@ -59,9 +60,11 @@ class ReviewService:
         stored = self._store.get_artifact(req.scope_id, "skill", req.artifact)
         return SkillArtifact.model_validate(stored, from_attributes=True)
 
-    def find_experience(self, scope_id: str, query: str, limit: int) -> list[ApprovedExperience]:
-        """Approved Experience heads for a prompt (used by context preparation)."""
-        return self._store.search_experience(scope_id, query_terms(query), limit)
+    def find_experience(
+        self, scope_id: str, terms: Sequence[str], limit: int
+    ) -> list[ApprovedExperience]:
+        """Approved Experience heads for a prompt's analysed terms (context preparation)."""
+        return self._store.search_experience(scope_id, terms, limit)
 
     def reindex(self) -> int:
         return self._store.reindex_experience()
