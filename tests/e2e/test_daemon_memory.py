@@ -6,7 +6,6 @@ the inputs each test writes, never from earlier output of the operation under te
 
 from __future__ import annotations
 
-import threading
 import unicodedata
 from collections.abc import Iterator
 from typing import Any
@@ -496,65 +495,3 @@ def test_scope_ids_compare_byte_for_byte(http: httpx.Client) -> None:
     cross = http.post(GET, json={"scope_id": scopes[1], "citation": entry["citation"]})
     assert_envelope(cross, 404, "memory_not_found")
     assert entry["citation"]["entry_id"] == entry_id
-
-
-# -- concurrency ----------------------------------------------------------------------------
-
-
-def test_concurrent_remembers_are_all_stored_with_gap_free_revisions(
-    module_daemon: Daemon,
-) -> None:
-    scope = new_scope("concurrent")
-    threads, per_thread = 8, 100
-    statuses: list[int] = []
-    revisions: list[int] = []
-    failures: list[BaseException] = []
-    lock = threading.Lock()
-
-    def worker(n: int) -> None:
-        try:
-            with module_daemon.client() as client:
-                for i in range(per_thread):
-                    response = client.post(
-                        "/v1/memory/remember",
-                        json={
-                            "scope_id": scope,
-                            "kind": "fact",
-                            "text": f"worker {n} wrote note {i}",
-                        },
-                    )
-                    with lock:
-                        statuses.append(response.status_code)
-                        if response.status_code == 200:
-                            revisions.append(response.json()["memory"]["revision"])
-        except BaseException as exc:  # surfaced below, never swallowed
-            with lock:
-                failures.append(exc)
-
-    workers = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in workers)
-    assert failures == []
-
-    total = threads * per_thread
-    assert statuses == [200] * total
-    assert sorted(revisions) == list(range(1, total + 1))
-
-    with module_daemon.client() as client:
-        listed = list_all(client, scope)
-        changes = client.post(
-            CHANGES, json={"scope_id": scope, "since_revision": 0, "limit": 1000}
-        ).json()
-    expected_texts = {
-        f"worker {n} wrote note {i}" for n in range(threads) for i in range(per_thread)
-    }
-    assert len(listed) == total
-    assert {e["text"] for e in listed} == expected_texts
-    assert [c["revision"] for c in changes["changes"]] == list(range(1, total + 1))
-    assert {c["entry_id"] for c in changes["changes"]} == {
-        e["citation"]["entry_id"] for e in listed
-    }
-    assert changes["memory"] == memory_ref(total)

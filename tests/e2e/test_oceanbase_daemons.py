@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+from functools import partial
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.support.backends import fresh_database
+from tests.support.concurrency import run_at_once
 from tests.support.daemon import start_daemon
 
 pytestmark = [pytest.mark.oceanbase, pytest.mark.e2e]
@@ -47,18 +49,15 @@ def test_two_daemons_write_one_scope_concurrently(
                         statuses.append(response.status_code)
                         if response.status_code == 200:
                             acknowledged.append(text)
-                        elif response.status_code == 409:
-                            assert response.json()["error"]["code"] == "revision_conflict"
+                    if response.status_code == 409:
+                        assert response.json()["error"]["code"] == "revision_conflict"
 
-        threads = [
-            threading.Thread(target=writer, args=(d, w))
-            for d in range(2)
-            for w in range(WRITERS_PER_DAEMON)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        outcomes = run_at_once(
+            [partial(writer, d, w) for d in range(2) for w in range(WRITERS_PER_DAEMON)]
+        )
+        for outcome in outcomes:  # a failed assertion on a writer thread fails the test
+            if outcome.error is not None:
+                raise outcome.error
 
         assert set(statuses) <= {200, 409}, sorted(set(statuses))
         assert statuses.count(409) == 2 * WRITERS_PER_DAEMON * (WRITES_PER_WRITER // 10)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import pytest
@@ -255,31 +254,6 @@ def test_claims_happen_once(runtime: Runtime) -> None:
     assert claim(runtime, failed, "failed").state == "failed"
 
 
-def test_concurrent_claims_exactly_one_succeeds(runtime: Runtime) -> None:
-    remember(runtime, "Run make lint before pushing")
-    receipt = boot(runtime).receipt.receipt_id
-    outcomes: list[str] = []
-    barrier = threading.Barrier(32)
-    lock = threading.Lock()
-
-    def attempt() -> None:
-        barrier.wait()
-        try:
-            claim(runtime, receipt)
-            result = "ok"
-        except ConflictError as exc:
-            result = exc.code
-        with lock:
-            outcomes.append(result)
-
-    threads = [threading.Thread(target=attempt) for _ in range(32)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert outcomes.count("ok") == 1 and set(outcomes) == {"ok", "receipt_conflict"}
-
-
 def test_stable_events_replay_the_same_pack_then_skip(runtime: Runtime) -> None:
     remember(runtime, "Run make lint before pushing")
     first = boot(runtime, event_id="session-1")
@@ -310,25 +284,6 @@ def test_disabling_while_pending_finalises_as_skipped(runtime: Runtime) -> None:
     assert off.receipt.receipt_id == pending.receipt.receipt_id
     with pytest.raises(ConflictError):
         claim(runtime, pending.receipt.receipt_id)
-
-
-def test_concurrent_first_requests_for_one_event_create_one_receipt(runtime: Runtime) -> None:
-    remember(runtime, "Run make lint before pushing")
-    receipts: list[str] = []
-    barrier = threading.Barrier(8)
-
-    def first_request() -> None:
-        barrier.wait()
-        receipts.append(boot(runtime, event_id="race").receipt.receipt_id)
-
-    threads = [threading.Thread(target=first_request) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(set(receipts)) == 1
-    with runtime.db.read() as conn:
-        assert len(conn.execute(select(bootstrap_receipts)).all()) == 1
 
 
 def test_receipt_rows_hold_no_content_or_raw_event_id(runtime: Runtime) -> None:

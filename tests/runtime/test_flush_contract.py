@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -16,7 +16,7 @@ from powercontext_runtime.contract.memory import (
     CaptureSourceRequest,
     ListMemoryEntriesRequest,
 )
-from powercontext_runtime.errors import ConflictError, UnavailableError
+from powercontext_runtime.errors import UnavailableError
 from powercontext_runtime.extraction import CapturedSource, ExtractedEntry
 from powercontext_runtime.extraction.directives import DirectivesExtractor
 from powercontext_runtime.extraction.openai_compatible import OpenAICompatibleExtractor
@@ -100,40 +100,6 @@ def test_windows_are_bounded(runtime: Runtime) -> None:
 def test_an_empty_scope_is_idle(runtime: Runtime) -> None:
     result = runtime.flush.flush(FlushMemoryRequest(scope_id="never-captured"))
     assert (result.status, result.current_cursor, result.memory) == ("idle", 0, None)
-
-
-class _GatedExtractor:
-    """Holds every call at a barrier so two flushes read the same window."""
-
-    name = "gated"
-
-    def __init__(self, parties: int) -> None:
-        self._barrier = threading.Barrier(parties)
-
-    def __call__(self, sources: Sequence[CapturedSource]) -> list[ExtractedEntry]:
-        self._barrier.wait(timeout=30)
-        return DirectivesExtractor()(sources)
-
-
-def test_concurrent_flushes_write_once(runtime: Runtime) -> None:
-    capture(runtime, "p1", "remember: only once please")
-    service = FlushService(FlushStore(runtime.db, MemoryStore(runtime.db, document_terms)),
-                           _GatedExtractor(2))
-    outcomes: list[str] = []
-
-    def flush() -> None:
-        try:
-            outcomes.append(service.flush(FlushMemoryRequest(scope_id=SCOPE)).status)
-        except ConflictError as exc:
-            outcomes.append(exc.code)
-
-    threads = [threading.Thread(target=flush) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert sorted(outcomes) == ["flush_conflict", "processed"]
-    assert [text for _, text, _ in entries(runtime)] == ["only once please"]
 
 
 class _FakeModel:

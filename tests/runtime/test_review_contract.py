@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import pytest
@@ -299,32 +298,6 @@ def test_an_approval_failure_leaves_nothing_behind(runtime: Runtime) -> None:
     assert runtime.review.index_is_consistent()
     ref = approve(runtime, candidate).result_artifact
     assert ref is not None and ref.revision == 1
-
-
-def test_concurrent_approvals_of_one_version_succeed_once(runtime: Runtime) -> None:
-    candidate = propose(runtime)
-    outcomes: list[str] = []
-    lock = threading.Lock()
-    barrier = threading.Barrier(32)
-
-    def attempt() -> None:
-        barrier.wait()
-        try:
-            approve(runtime, candidate)
-            result = "ok"
-        except ConflictError as exc:
-            result = exc.code
-        with lock:
-            outcomes.append(result)
-
-    threads = [threading.Thread(target=attempt) for _ in range(32)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert outcomes.count("ok") == 1
-    assert set(outcomes) <= {"ok", "candidate_terminal"}
-    assert runtime.review.index_is_consistent()
 
 
 def test_prepare_interleaves_at_most_two_experiences(runtime: Runtime) -> None:

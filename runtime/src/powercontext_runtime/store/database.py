@@ -17,6 +17,7 @@ from typing import Literal, TypeVar
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
 
 from ..errors import UnavailableError
@@ -145,6 +146,10 @@ class Database:
         except DBAPIError as exc:
             _log.warning("database_error", extra={"error_type": type(exc.orig).__name__})
             raise UnavailableError("the database is unavailable") from None
+        except PoolTimeout:
+            # Every pooled connection stayed busy past the pool's timeout: overload, not a bug.
+            _log.warning("database_error", extra={"error_type": "PoolTimeout"})
+            raise UnavailableError("the database is busy; retry the request") from None
 
 
 class _Transient(Exception):
