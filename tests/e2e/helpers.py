@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.daemon import Daemon
 
@@ -45,6 +52,12 @@ POST_PATHS = (REMEMBER, SEARCH, GET, LIST, REVISE, RETIRE, CHANGES, SOURCES, PRE
               *REVIEW_PATHS, *BOOTSTRAP_PATHS)
 
 
+#: The hook command of each plugin, as its console script runs it (``<module> hook <name>``).
+PLUGIN_HOOK_MODULES = {"codex": "powercontext_codex", "claude-code": "powercontext_claude_code"}
+#: The persistent data dir variable each host sets for its plugin (spec 07 § Host facts).
+PLUGIN_DATA_VARS = {"codex": "PLUGIN_DATA", "claude-code": "CLAUDE_PLUGIN_DATA"}
+
+
 def new_scope(label: str) -> str:
     """A scope id no other test uses (tests share one daemon per module)."""
     return f"e2e:{label}/{uuid.uuid4().hex[:12]}"
@@ -60,6 +73,21 @@ def citation(revision: int, entry_id: str, version_id: str) -> dict[str, Any]:
         "entry_id": entry_id,
         "entry_version_id": version_id,
     }
+
+
+def served_operations(client: httpx.Client) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(METHOD, path, operation)`` for every operation of the daemon's served OpenAPI document.
+
+    Security tests iterate this rather than a hand-kept list, so a new route cannot be left
+    out of the auth checks by forgetting to add it here.
+    """
+    response = client.get("/openapi.json")
+    assert response.status_code == 200, response.text
+    return [
+        (method.upper(), path, operation)
+        for path, operations in response.json()["paths"].items()
+        for method, operation in operations.items()
+    ]
 
 
 def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
@@ -189,3 +217,76 @@ def create_token(daemon: Daemon, name: str, *scopes: str) -> str:
     created = cli_json(daemon, *args)
     assert created["name"] == name and created["scopes"] == list(scopes)
     return str(created["token"])
+
+
+def hook_env(daemon: Daemon, scope: str, tmp_path: Path, **overrides: str) -> dict[str, str]:
+    """Environment for a real hook process against ``daemon``: bootstrap on, capture off.
+
+    Every ``POWERCONTEXT_*`` and plugin variable of the outer shell is dropped and the user
+    directories are private to the test, so nothing of the developer's setup leaks in.
+    ``overrides`` replace or add variables (e.g. ``POWERCONTEXT_CAPTURE_PROMPTS="1"``).
+    """
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("POWERCONTEXT_", "CLAUDE_PLUGIN_", "PLUGIN_"))
+    }
+    env.update(
+        POWERCONTEXT_URL=daemon.url,
+        POWERCONTEXT_TOKEN=daemon.token,
+        POWERCONTEXT_SCOPE_ID=scope,
+        POWERCONTEXT_BOOTSTRAP="1",
+        POWERCONTEXT_CAPTURE_PROMPTS="0",
+        PLUGIN_DATA=str(tmp_path / "plugin-data"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        XDG_DATA_HOME=str(tmp_path / "data"),
+    )
+    env.update(overrides)
+    return env
+
+
+def run_hook_process(
+    command: Sequence[str], payload: dict[str, Any], env: dict[str, str]
+) -> subprocess.CompletedProcess[bytes]:
+    """One real hook process, ``python -m <command…>``, fed ``payload`` as its stdin event.
+
+    It must exit 0 whatever happened (exit 2 would erase the user's prompt).
+    """
+    completed = subprocess.run(
+        [sys.executable, "-m", *command],
+        input=json.dumps(payload).encode(),
+        env=env,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return completed
+
+
+@asynccontextmanager
+async def mcp_session(
+    daemon: Daemon,
+    token: str | None,
+    mode: str = "auto",
+    *,
+    on_request: Callable[[httpx2.Request], Awaitable[None]] | None = None,
+    on_response: Callable[[httpx2.Response], Awaitable[None]] | None = None,
+) -> AsyncIterator[Client]:
+    """The MCP SDK's client session over Streamable HTTP to the daemon's ``/mcp``.
+
+    ``on_request`` / ``on_response`` are httpx event hooks: they see (and may change) every
+    HTTP exchange the SDK makes, e.g. to record statuses or to withdraw the token mid-session.
+    """
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    hooks: dict[str, list[Any]] = {"request": [], "response": []}
+    if on_request is not None:
+        hooks["request"].append(on_request)
+    if on_response is not None:
+        hooks["response"].append(on_response)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30, event_hooks=hooks) as http,
+        Client(streamable_http_client(f"{daemon.url}/mcp", http_client=http), mode=mode) as client,
+    ):
+        yield client

@@ -9,39 +9,25 @@ whose recall then leaves out the entry already delivered whole — and only that
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.helpers import BOOTSTRAP, PREPARE, RECEIPTS, assert_envelope, new_scope, remember
+from tests.e2e.helpers import (
+    BOOTSTRAP,
+    PREPARE,
+    RECEIPTS,
+    assert_envelope,
+    hook_env,
+    new_scope,
+    remember,
+    run_hook_process,
+)
 from tests.support.daemon import Daemon
 
 DELIVERED = "Deploy checklist: run the smoke tests first"
 PLAIN = "Deploy checklist lives in docs/deploy.md"
 QUERY = "deploy checklist smoke tests"
-
-
-def hook_env(daemon: Daemon, scope: str, tmp_path: Path) -> dict[str, str]:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("POWERCONTEXT_", "CLAUDE_PLUGIN_", "PLUGIN_"))
-    }
-    env.update(
-        POWERCONTEXT_URL=daemon.url,
-        POWERCONTEXT_TOKEN=daemon.token,
-        POWERCONTEXT_SCOPE_ID=scope,
-        POWERCONTEXT_BOOTSTRAP="1",
-        POWERCONTEXT_CAPTURE_PROMPTS="0",
-        PLUGIN_DATA=str(tmp_path / "plugin-data"),
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-        XDG_STATE_HOME=str(tmp_path / "state"),
-        XDG_DATA_HOME=str(tmp_path / "data"),
-    )
-    return env
 
 
 def run_hook(
@@ -51,15 +37,7 @@ def run_hook(
 
     Successes are silent; ``outcome`` is the one diagnostic line expected otherwise.
     """
-    completed = subprocess.run(
-        [sys.executable, "-m", "powercontext_hook_kit", "hook", "codex", hook],
-        input=json.dumps(payload).encode(),
-        env=env,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert completed.returncode == 0
+    completed = run_hook_process(("powercontext_hook_kit", "hook", "codex", hook), payload, env)
     lines = [json.loads(line) for line in completed.stderr.decode().splitlines()]
     assert [line["outcome"] for line in lines] == ([outcome] if outcome else []), lines
     if not completed.stdout:

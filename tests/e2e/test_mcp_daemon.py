@@ -9,18 +9,30 @@ runs on both protocol eras the SDK speaks (2026-07-28 negotiated by ``mode="auto
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
 from mcp import Client, MCPError
-from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
-from tests.e2e.helpers import GET, assert_envelope, create_token, new_scope
+from powercontext_runtime.mcp.tools import TOOLS
+from tests.e2e.helpers import (
+    CHANGES,
+    GET,
+    HANDOFF_GET,
+    LIST,
+    assert_envelope,
+    create_token,
+    mcp_session,
+    new_scope,
+    remember,
+    secret_part,
+    served_operations,
+    valid_bodies,
+)
 from tests.support.daemon import Daemon
 
 pytestmark = pytest.mark.e2e
@@ -40,29 +52,11 @@ READ_ONLY = {
 SOURCE = {"name": "content", "source_id": "s1"}
 
 
-@asynccontextmanager
-async def _session(
-    daemon: Daemon, token: str | None, mode: str, statuses: list[int] | None = None
-) -> AsyncIterator[Client]:
-    """The SDK's client session over Streamable HTTP to the daemon's /mcp."""
-    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-
-    async def record(response: httpx2.Response) -> None:
-        if statuses is not None:
-            statuses.append(response.status_code)
-
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=30, event_hooks={"response": [record]}) as http,
-        Client(streamable_http_client(f"{daemon.url}/mcp", http_client=http), mode=mode) as client,
-    ):
-        yield client
-
-
 def _run(
     daemon: Daemon, mode: str, scenario: Callable[[Client], Awaitable[None]], token: str = ""
 ) -> None:
     async def main() -> None:
-        async with _session(daemon, token or daemon.token, mode) as client:
+        async with mcp_session(daemon, token or daemon.token, mode) as client:
             await scenario(client)
 
     anyio.run(main)
@@ -213,6 +207,32 @@ def test_pending_and_rejected_candidates_never_reach_search(
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_handoff_round_trip_is_the_http_json(module_daemon: Daemon, mode: str) -> None:
+    """Structured results use the wire (alias) names, e.g. the Handoff's ``schema`` key: the
+    SDK client validates them against the advertised output schema and rejects ``schema_``."""
+    scope = new_scope("mcp-handoff")
+    content = {"schema": "powercontext.handoff.v1", "objective": "ship the importer",
+               "state": ["parser done"], "disposition": "continuable",
+               "next_action": "write the CLI", "omissions": []}  # fmt: skip
+
+    async def scenario(client: Client) -> None:
+        committed = _ok(await client.call_tool(
+            "commit_handoff", {"scope_id": scope, "base": None, "content": content}
+        ))  # fmt: skip
+        assert committed["content"] == content
+        read = _ok(await client.call_tool(
+            "get_handoff", {"scope_id": scope, "artifact": committed["reference"]}
+        ))  # fmt: skip
+        with module_daemon.client() as http:
+            served = http.post(HANDOFF_GET, json={"scope_id": scope,
+                                                  "artifact": committed["reference"]})  # fmt: skip
+        assert served.status_code == 200, served.text
+        assert read == committed == served.json()
+
+    _run(module_daemon, mode, scenario)
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_invalid_arguments_are_invalid_request(module_daemon: Daemon, mode: str) -> None:
     scope = new_scope("mcp-invalid")
 
@@ -237,27 +257,84 @@ def test_invalid_arguments_are_invalid_request(module_daemon: Daemon, mode: str)
     _run(module_daemon, mode, scenario)
 
 
+def _tool_arguments(daemon: Daemon, scope: str) -> dict[str, dict[str, Any]]:
+    """Schema-valid arguments for every tool of the runtime's table, in ``scope``.
+
+    A tool's name is its HTTP operationId, so the served OpenAPI document maps it to the HTTP
+    path whose valid body (``helpers.valid_bodies``) it takes: nothing here is hand-copied, and
+    a new tool without a valid body fails loudly instead of being skipped.
+    """
+    with daemon.client() as http:
+        paths = {op["operationId"]: path for _, path, op in served_operations(http)}
+    bodies = valid_bodies(scope)
+    return {tool.name: bodies[paths[tool.name]] for tool in TOOLS}
+
+
 @pytest.mark.parametrize("mode", MODES)
-def test_a_token_lacking_the_scope_is_scope_forbidden(module_daemon: Daemon, mode: str) -> None:
-    granted = new_scope("mcp-granted")
-    other = new_scope("mcp-other")
-    token = create_token(module_daemon, f"mcp-limited-{mode}", granted)
+def test_every_tool_needs_a_valid_token_and_a_granted_scope(
+    module_daemon: Daemon, mode: str
+) -> None:
+    """Spec 08 § Auth for ``/mcp``, tool by tool: no or a wrong token → HTTP 401 on the call's
+    POST (the SDK surfaces it as an ``MCPError``); a token lacking the scope → ``isError`` with
+    ``scope_forbidden``. The same call with the right token and scope goes through, so a 401
+    or 403 can only come from the credentials."""
+    granted, foreign = new_scope("mcp-granted"), new_scope("mcp-foreign")
+    token = create_token(module_daemon, f"mcp-matrix-{mode}-{granted[-12:]}", granted)
+    token_id = token.split("_", 2)[1]
+    wrong = [None, "pc_nope_nope", f"pc_{token_id}_{secret_part(token)[:-1]}x"]
+    with module_daemon.client() as http:
+        # A real citation in the foreign scope: the refusal must win over a successful read.
+        seeded = remember(http, foreign, "owned by another team")["entry"]
+    inside = _tool_arguments(module_daemon, granted)
+    outside = _tool_arguments(module_daemon, foreign)
+    for arguments in outside.values():
+        if "citation" in arguments:
+            arguments["citation"] = seeded["citation"]
+    sent: dict[str, str | None] = {"authorization": f"Bearer {token}"}
+    statuses: list[int] = []
 
-    async def scenario(client: Client) -> None:
-        _ok(await client.call_tool("list_memory_entries", {"scope_id": granted}))
-        for name, arguments in (
-            ("search_memory", {"scope_id": other, "query": "anything"}),
-            ("remember_memory", {"scope_id": other, "kind": "fact", "text": "sneaky"}),
-            ("propose_experience", {"scope_id": other, "proposal": _experience("x"),
-                                    "source_refs": [SOURCE]}),
-            ("list_artifact_candidates", {"scope_id": other}),
-        ):  # fmt: skip
-            _error(await client.call_tool(name, arguments), "scope_forbidden")
+    async def credentials(request: httpx2.Request) -> None:
+        value = sent["authorization"]
+        if value is None:
+            request.headers.pop("Authorization", None)
+        else:
+            request.headers["Authorization"] = value
 
-    _run(module_daemon, mode, scenario, token=token)
-    with module_daemon.client() as http:  # nothing reached the other scope
-        listed = http.post("/v1/memory/entries/list", json={"scope_id": other}).json()
-        assert listed["entries"] == []
+    async def record(response: httpx2.Response) -> None:
+        # Only the call itself: the SDK may also fetch tools/list (e.g. for output schemas).
+        if json.loads(response.request.content or b"{}").get("method") == "tools/call":
+            statuses.append(response.status_code)
+
+    async def main() -> None:
+        # The handshake happens with the granted token; credentials change per call after it.
+        async with mcp_session(
+            module_daemon, token, mode, on_request=credentials, on_response=record
+        ) as client:
+            for tool in TOOLS:
+                sent["authorization"] = f"Bearer {token}"
+                statuses.clear()
+                allowed = await client.call_tool(tool.name, inside[tool.name])
+                assert statuses == [200], (tool.name, statuses)
+                if allowed.is_error:  # e.g. not_found for the made-up ids: the call ran
+                    error = json.loads(allowed.content[0].text)["error"]  # type: ignore[union-attr]
+                    assert error["code"] not in ("unauthorized", "scope_forbidden"), tool.name
+                for credential in wrong:
+                    sent["authorization"] = None if credential is None else f"Bearer {credential}"
+                    statuses.clear()
+                    with pytest.raises(MCPError):
+                        await client.call_tool(tool.name, inside[tool.name])
+                    assert statuses == [401], (tool.name, credential, statuses)
+                sent["authorization"] = f"Bearer {token}"
+                statuses.clear()
+                _error(await client.call_tool(tool.name, outside[tool.name]), "scope_forbidden")
+                assert statuses == [200], (tool.name, statuses)
+
+    anyio.run(main)
+    with module_daemon.client() as http:  # the foreign scope is untouched
+        listed = http.post(LIST, json={"scope_id": foreign}).json()
+        assert [e["text"] for e in listed["entries"]] == ["owned by another team"]
+        changes = http.post(CHANGES, json={"scope_id": foreign}).json()["changes"]
+        assert len(changes) == 1
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -266,8 +343,11 @@ def test_no_or_wrong_token_is_401(module_daemon: Daemon, mode: str, token: str |
     """The SDK client raises (a generic MCPError: it does not surface the status itself)."""
     statuses: list[int] = []
 
+    async def record(response: httpx2.Response) -> None:
+        statuses.append(response.status_code)
+
     async def main() -> None:
-        async with _session(module_daemon, token, mode, statuses):
+        async with mcp_session(module_daemon, token, mode, on_response=record):
             raise AssertionError("the MCP handshake must not succeed")
 
     with pytest.raises(BaseException) as caught:

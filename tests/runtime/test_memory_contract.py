@@ -276,17 +276,6 @@ def test_revised_text_is_what_search_sees(runtime: Runtime) -> None:
     assert search(runtime, "oceanbase staging") == ["Staging database is OceanBase"]
 
 
-@pytest.mark.parametrize(("a", "b"), [("PC-x-Alpha", "pc-x-alpha"), ("café", "cafe"),
-                                      ("café", "cafe\u0301")])
-def test_case_and_accent_variant_scopes_stay_distinct(runtime: Runtime, a: str, b: str) -> None:
-    remember(runtime, "written to the first scope only", scope=a)
-    assert search(runtime, "first scope", scope=b) == []
-    assert runtime.memory.list(ListMemoryEntriesRequest(scope_id=b)).entries == []
-    remember(runtime, "written to the second scope only", scope=b)
-    assert search(runtime, "scope", scope=a) == ["written to the first scope only"]
-    assert search(runtime, "scope", scope=b) == ["written to the second scope only"]
-
-
 def test_reindex_rebuilds_an_equivalent_index(runtime: Runtime) -> None:
     for text in [ENGLISH, CHINESE, MIXED, IDENT_CLIENT, IDENT_PATH, *UNRELATED]:
         remember(runtime, text)

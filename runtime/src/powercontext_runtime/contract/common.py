@@ -111,5 +111,10 @@ class SourceRef(StrictModel):
 
 
 def dump(model: BaseModel) -> dict[str, Any]:
-    """JSON-ready dict of a wire model (the one way responses are serialised)."""
-    return model.model_dump(mode="json")
+    """JSON-ready dict of a wire model (the one way responses are serialised).
+
+    By alias, exactly like the HTTP routes (``response_model_by_alias=True``): a field such as
+    ``HandoffContent.schema_`` is ``schema`` on the wire, and the MCP output schemas advertise
+    the aliases, so anything else is a response clients rightly reject as invalid.
+    """
+    return model.model_dump(mode="json", by_alias=True)
