@@ -34,6 +34,10 @@ def test_overrides_beat_environment(tmp_path: Path) -> None:
         {"POWERCONTEXT_LOG_FORMAT": "xml"},
         {"POWERCONTEXT_AUTH": "none", "POWERCONTEXT_HOST": "0.0.0.0"},
         {"POWERCONTEXT_MAX_BODY_BYTES": "10"},
+        {"POWERCONTEXT_WORKERS": "0"},
+        {"POWERCONTEXT_WORKERS": "two"},
+        {"POWERCONTEXT_WORKERS": "-1"},
+        {"POWERCONTEXT_WORKERS": "65"},
     ],
 )
 def test_bad_configuration_is_an_error(tmp_path: Path, env: dict[str, str]) -> None:
@@ -53,3 +57,10 @@ def test_in_memory_database_only_when_named(tmp_path: Path) -> None:
     assert not Settings.load(env={"POWERCONTEXT_HOME": str(tmp_path)}).in_memory
     named = Settings.load(env={"POWERCONTEXT_HOME": str(tmp_path)}, database_url="sqlite://")
     assert named.in_memory
+
+
+def test_workers_default_to_one_and_accept_the_environment(tmp_path: Path) -> None:
+    base = {"POWERCONTEXT_HOME": str(tmp_path)}
+    assert Settings.load(env=base).workers == 1
+    assert Settings.load(env={**base, "POWERCONTEXT_WORKERS": " 4 "}).workers == 4
+    assert Settings.load(env={**base, "POWERCONTEXT_WORKERS": "4"}, workers=2).workers == 2

@@ -55,11 +55,21 @@ def _positive_float(value: object, name: str, *, allow_zero: bool = False) -> fl
     return number
 
 
+def _positive_int(value: object, name: str) -> int:
+    text = str(value).strip()
+    if not text.isdigit() or not 1 <= int(text) <= MAX_WORKERS:
+        raise ConfigError(f"{name} must be an integer from 1 to {MAX_WORKERS}")
+    return int(text)
+
+
 def default_home(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get("POWERCONTEXT_HOME"):
         return Path(env["POWERCONTEXT_HOME"]).expanduser()
     return platformdirs.user_data_path("powercontext")
+
+
+MAX_WORKERS = 64
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,9 @@ class Settings:
     extractor_timeout: float = 20.0
     extractor_api_key: str | None = field(default=None, repr=False)
     flush_interval: float = 0.0
+    #: HTTP worker processes (``serve --workers``). One is plenty for one developer; more let a
+    #: busy team daemon use more than one core (the GIL caps a single process near one).
+    workers: int = 1
 
     @property
     def token_file(self) -> Path:
@@ -160,6 +173,9 @@ class Settings:
             max_body_bytes=max_body,
             log_format=log_format,  # type: ignore[arg-type]
             log_level=str(pick("log_level", "POWERCONTEXT_LOG_LEVEL", "INFO")).upper(),
+            workers=_positive_int(
+                pick("workers", "POWERCONTEXT_WORKERS", 1), "POWERCONTEXT_WORKERS"
+            ),
         )
         if given:
             raise ConfigError(f"unknown settings: {', '.join(sorted(given))}")

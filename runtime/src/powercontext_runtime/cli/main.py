@@ -40,6 +40,11 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--port", type=int, help="port (default 7411)")
     p.add_argument("--data-dir", dest="home", help="data directory (POWERCONTEXT_HOME)")
     p.add_argument("--database-url", help="sqlite:///… or mysql+pymysql://… (OceanBase)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="HTTP worker processes (default 1; POWERCONTEXT_WORKERS); more use more cores",
+    )
     p.set_defaults(handler=_serve)
 
 

@@ -1,13 +1,25 @@
-"""``powercontext serve``: the daemon (uvicorn, one process)."""
+"""``powercontext serve``: the daemon (uvicorn; one process, or a supervisor and N workers).
+
+With ``--workers 1`` (the default) one process serves HTTP. With more, this process binds the
+socket, keeps its own runtime for start-up checks, the local token and the periodic flush, and
+uvicorn's supervisor runs N worker processes that share the socket; each worker opens its own
+runtime from the same settings (passed through the environment, see :func:`_export_settings`).
+Every write is a database transaction (SQLite WAL or OceanBase), so workers need no other
+coordination; MCP is stateless, so any worker can answer any request.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import uvicorn
+from fastapi import FastAPI
 
 from ..composition import Runtime
 from ..http import create_app
@@ -15,50 +27,117 @@ from ..logs import configure_logging
 from ..services.flush import PeriodicFlush
 from ..settings import Settings
 
+__all__ = ["run", "worker_app"]
+
 _log = logging.getLogger("powercontext.serve")
+_UVICORN_OPTIONS: dict[str, object] = {
+    "access_log": False,
+    "log_config": None,
+    "server_header": False,
+    "timeout_graceful_shutdown": 10,
+}
 
 
 def run(args: argparse.Namespace) -> int:
     settings = Settings.load(
-        home=args.home, host=args.host, port=args.port, database_url=args.database_url
+        home=args.home,
+        host=args.host,
+        port=args.port,
+        database_url=args.database_url,
+        workers=args.workers,
     )
     configure_logging(settings.log_level, settings.log_format)
     runtime = Runtime.open(settings)
     try:
         runtime.ensure_local_token()
-        app = create_app(runtime)
-        config = uvicorn.Config(
-            app,
-            host=settings.host,
-            port=settings.port,
-            access_log=False,
-            log_config=None,
-            server_header=False,
-            timeout_graceful_shutdown=10,
-        )
-        server = uvicorn.Server(config)
         token_note = (
             f"token file: {settings.token_file}" if settings.auth == "token" else "auth: none"
         )
-        sys.stdout.write(f"PowerContext runtime: {settings.url}  ({token_note})\n")
+        workers_note = f", {settings.workers} workers" if settings.workers > 1 else ""
+        sys.stdout.write(f"PowerContext runtime: {settings.url}  ({token_note}{workers_note})\n")
         sys.stdout.flush()
         _log.info(
             "runtime_starting",
-            extra={"backend": runtime.backend, "host": settings.host, "port": settings.port},
+            extra={
+                "backend": runtime.backend,
+                "host": settings.host,
+                "port": settings.port,
+                "workers": settings.workers,
+            },
         )
-        # uvicorn re-raises a captured SIGTERM after its graceful shutdown; under the default
-        # disposition that kills the process (exit -15) before the pool below is closed. This
-        # handler only asks the server to stop, so SIGTERM ends in a clean exit 0.
-        signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
         periodic = None
         if settings.flush_interval > 0:
             periodic = PeriodicFlush(runtime.flush, settings.flush_interval)
             periodic.start()
         try:
-            server.run()
+            if settings.workers == 1:
+                _serve_in_process(runtime, settings)
+            else:
+                _serve_with_workers(settings)
         finally:
             if periodic is not None:
                 periodic.stop()
     finally:
         runtime.close()
     return 0
+
+
+def _serve_in_process(runtime: Runtime, settings: Settings) -> None:
+    config = uvicorn.Config(
+        create_app(runtime), host=settings.host, port=settings.port, **_UVICORN_OPTIONS
+    )
+    server = uvicorn.Server(config)
+    # uvicorn re-raises a captured SIGTERM after its graceful shutdown; under the default
+    # disposition that kills the process (exit -15) before the pool is closed. This handler
+    # only asks the server to stop, so SIGTERM ends in a clean exit 0.
+    signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
+    server.run()
+
+
+def _serve_with_workers(settings: Settings) -> None:
+    _export_settings(settings)
+    # uvicorn's supervisor binds the socket, starts the workers, and handles SIGINT/SIGTERM
+    # itself: it stops every worker, then returns here.
+    uvicorn.run(
+        f"{__name__}:worker_app",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        **_UVICORN_OPTIONS,  # type: ignore[arg-type]
+    )
+
+
+def _export_settings(settings: Settings) -> None:
+    """Hand the settings this process resolved (command line over environment) to the workers.
+
+    Workers are fresh interpreters started by uvicorn; they see only the environment, so the
+    values that may have come from the command line are written back into it.
+    """
+    os.environ.update(
+        POWERCONTEXT_HOME=str(settings.home),
+        POWERCONTEXT_DATABASE_URL=settings.database_url,
+        POWERCONTEXT_HOST=settings.host,
+        POWERCONTEXT_PORT=str(settings.port),
+        POWERCONTEXT_WORKERS=str(settings.workers),
+    )
+
+
+def worker_app() -> FastAPI:
+    """One worker's application (uvicorn calls this factory inside each worker process)."""
+    settings = Settings.load()
+    configure_logging(settings.log_level, settings.log_format)
+    runtime = Runtime.open(settings)
+    app = create_app(runtime)
+    serve_lifespan = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(instance: FastAPI) -> AsyncIterator[object]:
+        try:
+            async with serve_lifespan(instance) as state:
+                yield state
+        finally:
+            runtime.close()
+
+    app.router.lifespan_context = lifespan
+    return app

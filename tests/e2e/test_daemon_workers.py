@@ -1,0 +1,110 @@
+"""``powercontext serve --workers N``: several processes behind one socket, one database."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.helpers import CHANGES, PREPARE, SEARCH, list_all, new_scope, remember
+from tests.support.concurrency import run_at_once
+from tests.support.daemon import Daemon, start_daemon
+
+pytestmark = pytest.mark.e2e
+
+WORKERS = 2
+WRITERS = 8
+WRITES_EACH = 25
+
+
+def _children(pid: int) -> set[int]:
+    """Direct child processes of ``pid`` (Linux ``/proc``)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        found.update(int(child) for child in text)
+    return found
+
+
+@pytest.fixture(scope="module")
+def workers_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    home = tmp_path_factory.mktemp("workers") / "home"
+    with start_daemon(home, extra_env={"POWERCONTEXT_WORKERS": str(WORKERS)}) as daemon:
+        yield daemon
+
+
+def test_the_supervisor_runs_the_requested_workers(workers_daemon: Daemon) -> None:
+    children = _children(workers_daemon.process.pid)
+    # Besides the workers, multiprocessing may keep its resource tracker as a child.
+    serving = [pid for pid in children if "resource_tracker" not in _cmdline(pid)]
+    assert len(serving) == WORKERS, [_cmdline(pid) for pid in children]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def test_concurrent_writes_through_every_worker_are_all_kept(workers_daemon: Daemon) -> None:
+    """Fresh connections are spread over the workers; the database still orders every write."""
+    scope = new_scope("workers")
+
+    def writer(index: int) -> list[dict]:
+        acked = []
+        for n in range(WRITES_EACH):
+            # A new connection per request, so the kernel hands requests to different workers.
+            with workers_daemon.client() as client:
+                acked.append(remember(client, scope, f"worker note {index}-{n} zq{index}x{n}"))
+        return acked
+
+    outcomes = run_at_once([lambda i=i: writer(i) for i in range(WRITERS)])
+    assert all(outcome.ok for outcome in outcomes), [o.error for o in outcomes if not o.ok]
+    acked = [result for outcome in outcomes for result in outcome.value or []]
+    assert len(acked) == WRITERS * WRITES_EACH
+    revisions = sorted(a["memory"]["revision"] for a in acked)
+    assert revisions == list(range(1, WRITERS * WRITES_EACH + 1))
+    with workers_daemon.client() as client:
+        stored = {e["citation"]["entry_id"]: e["text"] for e in list_all(client, scope)}
+        assert stored == {a["entry"]["citation"]["entry_id"]: a["entry"]["text"] for a in acked}
+        changes = client.post(CHANGES, json={"scope_id": scope, "limit": 500}).json()["changes"]
+        assert [c["revision"] for c in changes] == revisions
+        # Every worker reads what any worker wrote: search and prepare see the last write.
+        for _ in range(2 * WORKERS):
+            with workers_daemon.client() as fresh:
+                hits = fresh.post(SEARCH, json={"scope_id": scope, "query": "zq7x24"}).json()
+                assert [h["text"] for h in hits["hits"]] == ["worker note 7-24 zq7x24"]
+                pack = fresh.post(PREPARE, json={"scope_id": scope, "query": "zq3x11"}).json()
+                assert pack["status"] == "ready"
+                assert "worker note 3-11 zq3x11" in pack["content"]
+
+
+def test_sigterm_stops_every_worker_and_exits_cleanly(tmp_path: Path) -> None:
+    with start_daemon(tmp_path / "home", extra_env={"POWERCONTEXT_WORKERS": "2"}) as daemon:
+        with daemon.client() as client:
+            remember(client, new_scope("stop"), "kept across the restart")
+        workers = [
+            pid
+            for pid in _children(daemon.process.pid)
+            if "resource_tracker" not in _cmdline(pid)  # it leaves on its own, later
+        ]
+        assert len(workers) == 2
+        assert daemon.stop(signal.SIGTERM) == 0
+        for pid in workers:  # the supervisor joins its workers before it exits
+            assert not _alive(pid), _cmdline(pid)
+        with pytest.raises(httpx.TransportError):
+            httpx.get(daemon.url + "/health/live", timeout=2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "State:\tZ" not in status.read_text()
