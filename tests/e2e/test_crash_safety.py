@@ -220,7 +220,7 @@ def _check_sqlite_file(database_url: str) -> None:
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
-        for table in ("memory_fts", "experience_fts"):
+        for table in ("memory_scoped_fts", "experience_scoped_fts"):
             # Raises if the FTS5 inverted index disagrees with its stored documents.
             conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
     finally:
@@ -231,7 +231,8 @@ def _index_state(backend: str, database_url: str) -> dict[str, list[tuple[Any, .
     """Every row of the derived search index and of ``search_terms``, in a stable order."""
     if backend == "sqlite":
         documents = {
-            family: f"SELECT rowid, terms FROM {family}_fts" for family in ("memory", "experience")
+            family: f"SELECT rowid, terms FROM {family}_scoped_fts"
+            for family in ("memory", "experience")
         }
     else:
         documents = {

@@ -164,19 +164,41 @@ def _clear_frequencies(conn: Connection, family: IndexedFamily) -> None:
 # -- SQLite: FTS5 --------------------------------------------------------------------------
 
 
-def _scope_token(scope_id: str) -> str:
-    # Puts the scope into the FTS document so the engine filters by scope inside the index.
-    return "s" + hashlib.sha256(scope_id.encode("utf-8")).hexdigest()[:32]
+def _scope_prefix(scope_id: str) -> str:
+    """16 hex digits naming the scope inside every FTS token (64 bits of its SHA-256).
+
+    Each indexed token is ``<prefix><term>``, so a lookup touches only the scope's own posting
+    lists. (Matching ``scope AND (t1 OR t2 …)`` instead made FTS5 walk the scope token's posting
+    list — every document of the scope — on each query.) A prefix collision between two scopes
+    would only add candidates: rows are fetched by id and kept only when ``scope_id`` matches.
+    """
+    return hashlib.sha256(scope_id.encode("utf-8")).hexdigest()[:16]
+
+
+def _prefixed_body(prefix: str, terms: Sequence[str]) -> str:
+    return prefix + f" {prefix}".join(terms) if terms else ""
+
+
+def _unprefixed_terms(prefix: str, body: str) -> tuple[str, ...]:
+    # One C-level split instead of slicing every token: tokens never contain spaces.
+    return tuple(body[len(prefix) :].split(f" {prefix}")) if body else ()
 
 
 class _SqliteFulltext:
-    """An FTS5 table per family whose rowid is the version row's id."""
+    """An FTS5 table per family whose rowid is the version row's id and whose tokens carry the
+    scope (see :func:`_scope_prefix`)."""
+
+    #: Tables of the earlier layout (a separate scope token per document): dropped on start-up,
+    #: after which the runtime finds the new index empty and rebuilds it from the versions.
+    _LEGACY_TABLES = ("memory_fts", "experience_fts")
 
     @staticmethod
     def _table(family: IndexedFamily) -> str:
-        return f"{family}_fts"
+        return f"{family}_scoped_fts"
 
     def create(self, conn: Connection) -> None:
+        for legacy in self._LEGACY_TABLES:
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {legacy}")
         for family in INDEXED_FAMILIES:
             conn.exec_driver_sql(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {self._table(family)} USING fts5("
@@ -192,10 +214,9 @@ class _SqliteFulltext:
         terms: Sequence[str],
     ) -> None:
         checked = _checked(terms)
-        body = " ".join([_scope_token(scope_id), *checked])
         conn.execute(
             text(f"INSERT INTO {self._table(family)}(rowid, terms) VALUES (:rowid, :terms)"),
-            {"rowid": rowid, "terms": body},
+            {"rowid": rowid, "terms": _prefixed_body(_scope_prefix(scope_id), checked)},
         )
         _adjust_frequencies(conn, family, scope_id, checked, +1)
 
@@ -207,7 +228,8 @@ class _SqliteFulltext:
         if row is None:
             return
         conn.execute(text(f"DELETE FROM {table} WHERE rowid = :rowid"), {"rowid": rowid})
-        _adjust_frequencies(conn, family, scope_id, row[0].split()[1:], -1)
+        terms = _unprefixed_terms(_scope_prefix(scope_id), row[0])
+        _adjust_frequencies(conn, family, scope_id, terms, -1)
 
     def match(
         self,
@@ -220,7 +242,8 @@ class _SqliteFulltext:
         checked = _checked(terms)
         if not checked:
             return []
-        query = f'"{_scope_token(scope_id)}" AND (' + " OR ".join(f'"{t}"' for t in checked) + ")"
+        prefix = _scope_prefix(scope_id)
+        query = " OR ".join(f'"{prefix}{t}"' for t in checked)
         rows = conn.execute(
             text(
                 f"SELECT rowid, terms FROM {self._table(family)} "
@@ -228,7 +251,7 @@ class _SqliteFulltext:
             ),
             {"query": query, "limit": limit},
         ).all()
-        return [Candidate(rowid, tuple(body.split()[1:])) for rowid, body in rows]
+        return [Candidate(rowid, _unprefixed_terms(prefix, body)) for rowid, body in rows]
 
     def document_count(self, conn: Connection, family: IndexedFamily) -> int:
         return conn.execute(text(f"SELECT count(*) FROM {self._table(family)}")).scalar_one()
