@@ -307,7 +307,10 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, timeout: 
 
 @contextlib.contextmanager
 def local_daemon(
-    database_url: str | None = None, ready_timeout: float = 60, data_dir: Path | None = None
+    database_url: str | None = None,
+    ready_timeout: float = 60,
+    data_dir: Path | None = None,
+    workers: int = 1,
 ) -> Iterator[Target]:
     """Run ``powercontext serve`` from this interpreter's environment in a fresh temp dir.
 
@@ -325,6 +328,8 @@ def local_daemon(
                 "--port", str(port), "--data-dir", str(home)]  # fmt: skip
         if database_url:
             args += ["--database-url", database_url]
+        if workers != 1:
+            args += ["--workers", str(workers)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("POWERCONTEXT_")}
         with open(log, "wb") as stderr:
             process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
@@ -334,6 +339,8 @@ def local_daemon(
             token = (home / "auth" / "token").read_text().strip()
             backend = "sqlite" if not database_url else database_url.split(":", 1)[0]
             where = "fresh data dir" if data_dir is None else f"data dir {data_dir}"
+            if workers != 1:
+                where += f", {workers} workers"
             yield Target(url, token, f"self-started daemon ({backend}, {where})", process.pid)
             if process.poll() is not None:
                 raise BenchError("daemon died during the run:\n" + log.read_text()[-2000:])
@@ -353,6 +360,7 @@ def open_target(
     token: str | None,
     database_url: str | None = None,
     data_dir: Path | None = None,
+    workers: int = 1,
 ) -> Iterator[Target]:
     """The given base URL (token from ``--token`` or POWERCONTEXT_TOKEN), else a local daemon."""
     if url:
@@ -365,7 +373,7 @@ def open_target(
             raise BenchError("--url needs --token or POWERCONTEXT_TOKEN")
         yield Target(url.rstrip("/"), token, f"external runtime at {url}")
         return
-    with local_daemon(database_url, data_dir=data_dir) as target:
+    with local_daemon(database_url, data_dir=data_dir, workers=workers) as target:
         yield target if token is None else dataclasses.replace(target, token=token)
 
 
@@ -520,6 +528,35 @@ def process_memory_kib(pid: int) -> dict[str, int]:
     if len(found) != len(wanted):
         raise BenchError(f"/proc/{pid}/status has no VmRSS/VmHWM")
     return found
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its live descendants (``serve --workers`` runs a supervisor and workers)."""
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        try:
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue  # exited meanwhile
+    return found
+
+
+def tree_memory_kib(pid: int) -> dict[str, int]:
+    """:func:`process_memory_kib` summed over the process tree (each peak summed: an upper
+    bound of the tree's peak)."""
+    total = {"rss_kib": 0, "hwm_kib": 0}
+    for member in process_tree(pid):
+        for key, value in process_memory_kib(member).items():
+            total[key] += value
+    return total
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """:func:`process_cpu_seconds` summed over the live process tree."""
+    return sum(process_cpu_seconds(member) for member in process_tree(pid))
 
 
 def process_cpu_seconds(pid: int) -> float:

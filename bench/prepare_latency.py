@@ -54,10 +54,10 @@ from _common import (
     machine_facts,
     markdown_table,
     open_target,
-    process_cpu_seconds,
-    process_memory_kib,
     replace_section,
     summarize_ms,
+    tree_cpu_seconds,
+    tree_memory_kib,
 )
 
 PREPARE_PATH = "/v1/context/prepare"
@@ -390,7 +390,7 @@ def run_throughput(
 
     def start_clock() -> None:  # runs once, in the last thread to reach the barrier
         if target.pid is not None:
-            marks["daemon_cpu"] = process_cpu_seconds(target.pid)
+            marks["daemon_cpu"] = tree_cpu_seconds(target.pid)
         marks["client_cpu"] = time.process_time()
         marks["start"] = time.perf_counter()
 
@@ -432,7 +432,7 @@ def run_throughput(
         raise BenchError(f"throughput client failed: {first!r}")
     client_cpu = time.process_time() - marks["client_cpu"]
     daemon_cpu = (
-        process_cpu_seconds(target.pid) - marks["daemon_cpu"] if target.pid is not None else None
+        tree_cpu_seconds(target.pid) - marks["daemon_cpu"] if target.pid is not None else None
     )
     flat = [d for per_client in durations for d in per_client]
     if not flat:
@@ -558,6 +558,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=float,
         help=f"seconds of the throughput phase (default {DEFAULT_DURATION:g})",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes of the self-started daemon (serve --workers; default 1); "
+        "CPU and RSS are then summed over its processes",
+    )
     p.add_argument("--seed", type=int, default=42, help="workload seed (default 42)")
     p.add_argument("--loader-concurrency", type=int, default=4, help="loader threads (default 4)")
     p.add_argument(
@@ -589,6 +596,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--samples, --concurrency and --duration must be positive (--warmup ≥ 0)")
     if args.loader_concurrency < 1:
         p.error("--loader-concurrency must be positive")
+    if args.workers < 1 or (args.workers != 1 and args.url):
+        p.error("--workers must be positive and only applies to a self-started daemon")
     if args.daemon_pid is not None and not args.url:
         p.error("--daemon-pid only applies with --url (a self-started daemon is known)")
     if args.smoke and args.write_results:
@@ -627,7 +636,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     first = MemoryTextGenerator(args.seed).take(min(args.sizes[0], VOCAB_ENTRIES))
     prompts = make_prompts(args.seed, first, args.samples, args.warmup)
     data_dir = Path(args.data_dir).resolve() if args.data_dir else None
-    with open_target(args.url, args.token, args.database_url, data_dir) as opened:
+    with open_target(
+        args.url, args.token, args.database_url, data_dir, workers=args.workers
+    ) as opened:
         target = opened
         if args.daemon_pid is not None:
             target = Target(opened.url, opened.token, opened.description, args.daemon_pid)
@@ -672,7 +683,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 time_sequential(target, scope_id, prompts.short, prompts.warm_short),
                 time_sequential(target, scope_id, prompts.long, prompts.warm_long),
             ]
-            memory = process_memory_kib(target.pid) if target.pid is not None else None
+            memory = tree_memory_kib(target.pid) if target.pid is not None else None
             results.append(SizeResult(n, kinds, load, memory))
             for k in kinds:
                 lat = k.latency_ms
@@ -686,7 +697,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         log(f"  throughput: {throughput.per_second:.0f} req/s, "
             f"p50 {throughput.latency_ms['p50']:.2f} ms, "
             f"p99 {throughput.latency_ms['p99']:.2f} ms")  # fmt: skip
-        final_memory = process_memory_kib(target.pid) if target.pid is not None else None
+        final_memory = tree_memory_kib(target.pid) if target.pid is not None else None
         if final_memory:
             log(f"  daemon RSS {final_memory['rss_kib'] / 1024:.1f} MiB "
                 f"(peak {final_memory['hwm_kib'] / 1024:.1f} MiB)")  # fmt: skip
