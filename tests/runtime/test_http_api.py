@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
+from powercontext_runtime.composition import Runtime
 from powercontext_runtime.http.openapi_dump import render_openapi
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,6 +100,37 @@ def test_unknown_fields_and_wrong_types_are_422(api: TestClient, path: str) -> N
 def test_invalid_scope_ids_are_rejected(api: TestClient, scope_id: str) -> None:
     response = api.post("/v1/memory/search", json={"scope_id": scope_id, "query": "q"})
     assert_envelope(response, 422, "invalid_request")
+
+
+def test_an_unexpected_failure_is_a_generic_500_that_keeps_its_request_id(
+    api: TestClient,
+    sqlite_runtime: Runtime,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Starlette answers an unhandled exception outside every middleware, so without the
+    request id; the request middleware answers it instead (logged by type only)."""
+
+    def explode(_req: object) -> None:
+        raise RuntimeError("SELECT secret FROM memory -- SENTINEL")
+
+    monkeypatch.setattr(sqlite_runtime.memory, "search", explode)
+    with caplog.at_level(logging.INFO, logger="powercontext.http"):
+        response = api.post(
+            "/v1/memory/search",
+            json={"scope_id": SCOPE, "query": "q"},
+            headers={"X-Request-ID": "trace-500"},
+        )
+    error = assert_envelope(response, 500, "internal_error")
+    assert error == {"code": "internal_error", "message": "internal error", "details": None}
+    assert response.headers["x-request-id"] == "trace-500"
+    records = [r for r in caplog.records if r.name == "powercontext.http"]
+    assert [(r.getMessage(), getattr(r, "error_type", None)) for r in records] == [
+        ("internal_error", "RuntimeError"),
+        ("http_request", None),
+    ]
+    assert records[1].status == 500  # type: ignore[attr-defined]
+    assert "SENTINEL" not in caplog.text and "SENTINEL" not in response.text
 
 
 def test_validation_errors_never_echo_the_input(api: TestClient) -> None:

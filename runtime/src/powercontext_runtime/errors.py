@@ -10,6 +10,8 @@ tokens or SQL: they are returned to callers and may end up in logs.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from itertools import islice
 from typing import Any, ClassVar
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "UnauthorizedError",
     "UnavailableError",
     "error_class_for_status",
+    "validation_error_items",
 ]
 
 
@@ -106,3 +109,38 @@ def error_class_for_status(status: int) -> type[PowerContextError]:
     if 400 <= status < 500:
         return InvalidRequestError
     return InternalError if status < 503 else UnavailableError
+
+
+# A validation report is bounded. The location of an unknown field is the caller's own key,
+# which can be a megabyte long; and a body of 80,000 unknown keys would otherwise yield 80,000
+# errors, a 6 MB answer to a 1 MB request. Real field names and indexes fit easily.
+VALIDATION_ERRORS_MAX = 20
+_LOC_PART_MAX_CHARS = 64
+
+
+def validation_error_items(
+    errors: Iterable[Mapping[str, Any]], prefix: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """Location, message and type of the first few validation errors — never the input.
+
+    ``errors`` are pydantic's error dicts; their ``input`` (which may be stored content) is
+    dropped, and location parts are shortened so a hostile key is not echoed back whole.
+    The one way every transport (HTTP, MCP, the proposal check of the review inbox) reports
+    invalid input.
+    """
+    return [
+        {
+            "loc": [*prefix, *(_loc_part(part) for part in error.get("loc", ()))],
+            "msg": str(error.get("msg", "invalid value")),
+            "type": str(error.get("type", "value_error")),
+        }
+        for error in islice(errors, VALIDATION_ERRORS_MAX)
+    ]
+
+
+def _loc_part(part: object) -> str:
+    text = str(part)
+    if len(text) > _LOC_PART_MAX_CHARS:
+        text = text[: _LOC_PART_MAX_CHARS - 1] + "…"
+    # A lone surrogate in a key could not be encoded into the UTF-8 answer.
+    return text.encode("utf-8", "replace").decode("utf-8")

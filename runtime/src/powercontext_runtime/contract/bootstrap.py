@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from . import limits
 from .common import ScopeId, StrictModel
 
 __all__ = [
@@ -54,7 +55,7 @@ class HandoffContent(StrictModel):
 class HandoffRef(StrictModel):
     family: Literal["handoff"]
     artifact_id: Literal["handoff"]
-    revision: int = Field(ge=1)
+    revision: int = Field(ge=1, lt=limits.INT64_END)
 
 
 class CommitHandoffRequest(StrictModel):
@@ -84,7 +85,7 @@ class SetContextReferencesRequest(StrictModel):
     references: Annotated[
         list[ScopeId], Field(max_length=MAX_REFERENCES), AfterValidator(_distinct)
     ]
-    expected_version: Annotated[int, Field(ge=0)] | None = None
+    expected_version: Annotated[int, Field(ge=0, lt=limits.INT64_END)] | None = None
 
     @model_validator(mode="after")
     def _not_self(self) -> SetContextReferencesRequest:

@@ -73,7 +73,7 @@ class ArtifactRef(StrictModel):
 
     family: Family
     artifact_id: EntryId
-    revision: int = Field(ge=1)
+    revision: int = Field(ge=1, lt=limits.INT64_END)
 
 
 class MemoryRef(StrictModel):
@@ -81,7 +81,7 @@ class MemoryRef(StrictModel):
 
     family: Literal["memory"]
     artifact_id: Literal["memory"]
-    revision: int = Field(ge=1)
+    revision: int = Field(ge=1, lt=limits.INT64_END)
 
     @classmethod
     def at(cls, revision: int) -> MemoryRef:

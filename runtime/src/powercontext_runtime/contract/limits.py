@@ -19,5 +19,10 @@ LIST_LIMIT_DEFAULT = 50
 CHANGES_LIMIT_MAX = 1000
 CHANGES_LIMIT_DEFAULT = 100
 MAX_BODY_BYTES_DEFAULT = 1024 * 1024
+# Revisions and versions name stored rows, 64-bit signed in both databases: a number from
+# 2**63 up names nothing, and binding it in a query would fail inside the driver. An exclusive
+# bound, because the OpenAPI document writes bounds as floats: 2**63 is exact there, 2**63 - 1
+# is not.
+INT64_END = 2**63
 
 BOOTSTRAP_TAG = "bootstrap-context"

@@ -111,7 +111,7 @@ class RememberMemoryRequest(StrictModel):
     text: Text
     tags: Tags = []
     reason: Reason | None = None
-    expected_revision: Annotated[int, Field(ge=0)] | None = None
+    expected_revision: Annotated[int, Field(ge=0, lt=limits.INT64_END)] | None = None
     source_refs: SourceRefs = []
     artifact_refs: ArtifactRefs = []
 
@@ -179,7 +179,7 @@ class SearchMemoryResponse(StrictModel):
 
 class ListMemoryChangesRequest(StrictModel):
     scope_id: ScopeId
-    since_revision: Annotated[int, Field(ge=0)] = 0
+    since_revision: Annotated[int, Field(ge=0, lt=limits.INT64_END)] = 0
     limit: Annotated[int, Field(ge=1, le=limits.CHANGES_LIMIT_MAX)] = limits.CHANGES_LIMIT_DEFAULT
 
 
@@ -197,7 +197,12 @@ class MemoryChanges(StrictModel):
 
 
 def _check_metadata(value: dict[str, Any]) -> dict[str, Any]:
-    encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        # Python's parser lets NaN, Infinity and 1e400 through; none of them is JSON, and
+        # stored they would make the source's metadata unreadable to any strict reader.
+        raise ValueError("metadata numbers must be finite") from None
     if len(_utf8(encoded, "metadata")) > limits.SOURCE_METADATA_MAX_BYTES:
         raise ValueError(
             f"metadata must encode to at most {limits.SOURCE_METADATA_MAX_BYTES} bytes of JSON"

@@ -102,7 +102,7 @@ class ProposeSkillRequest(_Proposal):
 
 
 CandidateId = EntryId
-Version = Annotated[int, Field(ge=1)]
+Version = Annotated[int, Field(ge=1, lt=limits.INT64_END)]
 
 
 class ListCandidatesRequest(StrictModel):

@@ -1,13 +1,13 @@
 """Every failure leaves as the error envelope; nothing else ever reaches a client.
 
-Validation errors keep only location, message and type (pydantic would otherwise echo the
-offending input, which may be stored content). Unexpected exceptions become a generic 500 and
-are logged by type only.
+Validation errors keep only location, message and type of the first few errors, shortened
+(pydantic would otherwise echo the offending input, which may be stored content, and a body of
+many bad keys would get a many times larger answer). Unexpected exceptions are answered by
+``RequestMiddleware`` (a generic 500, logged by type only) so that they keep their request id.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -15,11 +15,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import PowerContextError
+from ..errors import PowerContextError, validation_error_items
 
 __all__ = ["envelope_response", "install_error_handlers"]
-
-_log = logging.getLogger("powercontext.http")
 
 _HTTP_CODES = {
     401: "unauthorized",
@@ -46,18 +44,10 @@ def envelope_response(
 
 
 def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
-    errors = []
-    for error in exc.errors():
-        message = str(error.get("msg", "invalid value"))
-        if error.get("type") == "json_invalid":
-            message = "the body is not valid JSON"
-        errors.append(
-            {
-                "loc": [str(part) for part in error.get("loc", ())],
-                "msg": message,
-                "type": str(error.get("type", "value_error")),
-            }
-        )
+    errors = validation_error_items(exc.errors())
+    for error in errors:
+        if error["type"] == "json_invalid":
+            error["msg"] = "the body is not valid JSON"
     return errors
 
 
@@ -82,9 +72,5 @@ def install_error_handlers(app: FastAPI) -> None:
         message = {404: "no such endpoint", 405: "method not allowed"}.get(
             exc.status_code, "the request was rejected"
         )
-        return envelope_response(exc.status_code, code, message)
-
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        _log.error("internal_error", extra={"error_type": type(exc).__name__})
-        return envelope_response(500, "internal_error", "internal error")
+        # Starlette's own headers stay: a 405 must carry ``Allow`` (RFC 9110 § 15.5.6).
+        return envelope_response(exc.status_code, code, message, headers=exc.headers)

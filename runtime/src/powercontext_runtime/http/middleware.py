@@ -1,4 +1,5 @@
-"""Pure-ASGI request hygiene: request ids, body size limit, authentication, access log.
+"""Pure-ASGI request hygiene: request ids, body size limit, authentication, access log, and
+the generic 500 for an exception nothing else answered.
 
 Written as one raw ASGI middleware rather than Starlette's BaseHTTPMiddleware because it sits
 on every request of the prompt-time hot path, and because it must answer 401/413 *before* the
@@ -59,9 +60,11 @@ class RequestMiddleware:
         incoming = headers.get("x-request-id", "")
         request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
         status_holder = [500]
+        answering = [False]
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
+                answering[0] = True
                 status_holder[0] = message["status"]
                 raw = [
                     (k, v) for k, v in message.get("headers", []) if k.lower() != b"x-request-id"
@@ -72,6 +75,14 @@ class RequestMiddleware:
 
         try:
             await self._handle(scope, receive, send_with_id, headers)
+        except Exception as exc:
+            if answering[0]:  # too late for an answer: the server drops the connection
+                raise
+            # Starlette would answer this outside every middleware, so without the request
+            # id (spec 03: every response carries one). Logged by type only: driver messages
+            # can carry SQL and stored content.
+            _log.error("internal_error", extra={"error_type": type(exc).__name__})
+            await _reply(send_with_id, 500, "internal_error", "internal error")
         finally:
             path = scope["path"]
             _log.info(

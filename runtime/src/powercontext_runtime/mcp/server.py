@@ -46,7 +46,12 @@ from starlette.responses import JSONResponse
 from .. import __version__
 from ..composition import Runtime
 from ..contract.common import dump
-from ..errors import InvalidRequestError, PowerContextError, UnauthorizedError
+from ..errors import (
+    InvalidRequestError,
+    PowerContextError,
+    UnauthorizedError,
+    validation_error_items,
+)
 from ..services.auth import Principal
 from .tools import TOOLS, ToolSpec
 
@@ -150,18 +155,15 @@ def principal_of(request: object) -> Principal:
 
 
 def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
-    """Location, message and type of each error — never the offending input.
+    """Location, message and type of the first few errors — never the offending input.
 
-    Mirrors the HTTP handler (``http/errors.py``) with ``arguments`` where HTTP says ``body``.
+    The same report as the HTTP handler (``http/errors.py``), with ``arguments`` where HTTP
+    says ``body``.
     """
-    return [
-        {
-            "loc": ["arguments", *(str(part) for part in error.get("loc", ()))],
-            "msg": str(error.get("msg", "invalid value")),
-            "type": str(error.get("type", "value_error")),
-        }
-        for error in exc.errors(include_input=False, include_url=False, include_context=False)
-    ]
+    return validation_error_items(
+        exc.errors(include_input=False, include_url=False, include_context=False),
+        prefix=("arguments",),
+    )
 
 
 def _error_result(envelope: dict[str, Any]) -> CallToolResult:

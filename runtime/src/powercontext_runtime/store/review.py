@@ -32,7 +32,7 @@ from ..contract.review import (
     ReviseCandidateRequest,
     SkillProposal,
 )
-from ..errors import ConflictError, InvalidRequestError, NotFoundError
+from ..errors import ConflictError, InvalidRequestError, NotFoundError, validation_error_items
 from ..search import scoring
 from ._records import (
     ARTIFACT_REFS,
@@ -522,10 +522,9 @@ def _validated_proposal(family: str, proposal: dict[str, Any]) -> dict[str, Any]
     try:
         return _PROPOSAL_MODELS[family].model_validate(proposal).model_dump()
     except ValidationError as exc:
-        errors = [
-            {"loc": ["body", "proposal", *map(str, e["loc"])], "msg": e["msg"], "type": e["type"]}
-            for e in exc.errors(include_input=False, include_url=False)
-        ]
+        errors = validation_error_items(
+            exc.errors(include_input=False, include_url=False), prefix=("body", "proposal")
+        )
         raise InvalidRequestError(
             f"the proposal is not a valid {family}", details={"errors": errors}
         ) from None
