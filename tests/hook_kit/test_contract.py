@@ -90,3 +90,14 @@ def test_envelope_is_exact_compact_and_lossless() -> None:
         "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": content}
     }
     assert output.startswith(b'{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit",')
+
+
+@pytest.mark.parametrize("text", ["", "session-1", "会话 ✓", "lone \udc80 surrogate", "x" * 5000])
+def test_the_builtin_digest_equals_hashlib(text: str) -> None:
+    """The hook's OpenSSL-free SHA-256 must give the digests the runtime computes."""
+    import hashlib
+
+    from powercontext_hook_kit.digest import text_sha256
+
+    raw = text.encode("utf-8", "surrogatepass")
+    assert text_sha256(text) == hashlib.sha256(raw).hexdigest()

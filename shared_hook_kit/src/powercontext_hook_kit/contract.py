@@ -13,10 +13,11 @@ Three answers are decoded here: the prepared pack of ``UserPromptSubmit``
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Literal
 
 import msgspec
+
+from .digest import sha256
 
 __all__ = [
     "BOOTSTRAP_CONTEXT_SCHEMA",
@@ -233,7 +234,7 @@ def decode_bootstrap(body: bytes, requested_max_bytes: int) -> BootstrapContext:
         raise InvalidResponse("content_bytes differs from the UTF-8 length of content")
     if pack.content_bytes > requested_max_bytes:
         raise InvalidResponse("the pack exceeds the requested byte budget")
-    if pack.pack_digest != _DIGEST_PREFIX + hashlib.sha256(encoded).hexdigest():
+    if pack.pack_digest != _DIGEST_PREFIX + sha256(encoded).hexdigest():
         raise InvalidResponse("pack_digest is not the sha256 of content")
     if not pack.items:
         raise InvalidResponse("a ready pack must list its items")

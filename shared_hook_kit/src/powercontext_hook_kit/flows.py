@@ -15,7 +15,6 @@ Every failure path returns ``None`` (inject nothing) and records one diagnostic 
 
 from __future__ import annotations
 
-import hashlib
 import time
 
 import msgspec
@@ -28,6 +27,7 @@ from .contract import (
     decode_receipt,
 )
 from .diagnostics import Diagnostics, Event, Outcome, outcome_for
+from .digest import sha256, text_sha256
 from .host import USER_PROMPT_SUBMIT, HostInfo, PromptEvent, SessionStartEvent
 from .receipts import ReceiptStore
 from .scope import ScopeError, resolve_scope
@@ -99,7 +99,7 @@ def prompt_source_id(
     Deterministic, so a host retrying the same turn re-captures idempotently instead of
     duplicating; the prompt itself stays out of the id.
     """
-    digest = hashlib.sha256(_SOURCE_ID_DOMAIN)
+    digest = sha256(_SOURCE_ID_DOMAIN)
     for field in (scope_id, session_id, turn_id, prompt):
         digest.update(_frame(field))
     return f"{host}-user-prompt:{digest.hexdigest()}"
@@ -287,8 +287,7 @@ def bootstrap_event_id(source: str, session_id: str | None) -> str | None:
         return None
     if len(session_id) <= EVENT_ID_MAX_CHARS:
         return session_id
-    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return f"sha256:{digest}"
+    return f"sha256:{text_sha256(session_id)}"
 
 
 def _forget(receipts: ReceiptStore | None, session_id: str | None) -> None:

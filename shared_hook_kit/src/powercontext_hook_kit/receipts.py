@@ -28,7 +28,6 @@ Design rules, and why:
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -38,6 +37,7 @@ from typing import Literal
 import msgspec
 
 from .contract import is_receipt_id
+from .digest import text_sha256
 
 __all__ = [
     "MAX_SESSIONS",
@@ -77,7 +77,7 @@ _ENCODER = msgspec.json.Encoder()
 
 def session_key(session_id: str) -> str:
     """The file's key for a host session: sha256 (hex) of the session id's UTF-8 bytes."""
-    return hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return text_sha256(session_id)
 
 
 def _is_key(key: str) -> bool:

@@ -14,12 +14,12 @@ when the config uses ``include`` directives, with a short timeout and a clean en
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from typing import Literal
 
 import msgspec
 
+from .digest import sha256
 from .settings import SettingsError, check_scope_id
 
 __all__ = [
@@ -73,7 +73,7 @@ class _Binding(msgspec.Struct, forbid_unknown_fields=True):
 
 
 def _sha256_hex(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+    return sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def _read_small(path: str, limit: int = _SMALL_FILE_BYTES) -> bytes | None:
