@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,17 @@ def fresh_database(server_url: str, name: str) -> str:
 
 
 def _fresh_database(server_url: str, name: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    with _server_connection(server_url) as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        cur.execute(f"CREATE DATABASE `{name}`")  # server default collation on purpose
+    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+
+@contextmanager
+def _server_connection(server_url: str) -> Iterator[Any]:
+    """A cursor on the server itself (no database selected)."""
     import pymysql
     from sqlalchemy.engine import make_url
 
@@ -45,11 +57,9 @@ def _fresh_database(server_url: str, name: str) -> str:
     )
     try:
         with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-            cur.execute(f"CREATE DATABASE `{name}`")  # server default collation on purpose
+            yield cur
     finally:
         conn.close()
-    return url.set(database=name).render_as_string(hide_password=False)
 
 
 _counter = [0]
@@ -61,7 +71,18 @@ def database_url_for(backend: str, request: pytest.FixtureRequest, tmp_path: Pat
     server_url: str = request.getfixturevalue("oceanbase_server_url")
     _counter[0] += 1
     slug = re.sub(r"[^a-z0-9]", "", request.node.name.lower())[:40]
-    return _fresh_database(server_url, f"t{os.getpid()}_{_counter[0]}_{slug}")
+    name = f"t{os.getpid()}_{_counter[0]}_{slug}"
+    url = _fresh_database(server_url, name)
+    # Dropped when the requesting fixture or test is torn down (after a fixture's own teardown
+    # has closed its runtime): a long-lived test server (POWERCONTEXT_TEST_OCEANBASE_URL) would
+    # otherwise collect a database per test until it runs out of partitions.
+    request.addfinalizer(lambda: _drop_database(server_url, name))
+    return url
+
+
+def _drop_database(server_url: str, name: str) -> None:
+    with _server_connection(server_url) as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
 
 
 def mark_backend_items(items: list[Any]) -> None:
