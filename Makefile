@@ -37,12 +37,9 @@ openapi: install
 seekdb: install
 	$(BIN)/python tools/seekdb.py
 
+# Every benchmark (≈ 1.5 h on 2 cores), then the summary table at the top of bench/RESULTS.md.
 bench: install
-	$(BIN)/python bench/write_scaling.py --write-results
-	$(BIN)/python bench/prepare_latency.py --write-results
-	$(BIN)/python bench/hook_latency.py --write-results
-	$(BIN)/python bench/bootstrap_latency.py --write-results
-	$(BIN)/python bench/recall_quality.py --write-results
+	$(BIN)/python bench/run_all.py --write-results $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -719,6 +719,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "concurrency": args.concurrency,
             "duration": args.duration,
             "loader_concurrency": args.loader_concurrency,
+            "workers": args.workers,
             "smoke": args.smoke,
             "client": "http.client keep-alive, one connection per client",
             "max_bytes": "server default (8000)",
@@ -743,33 +744,35 @@ def evaluate_budgets(report: dict[str, Any]) -> list[dict[str, Any]]:
     at = n == BUDGET_N
     rows: list[dict[str, Any]] = []
 
-    def add(budget: str, what: str, limit: str, measured: float, unit: str, ok: bool) -> None:
-        rows.append({"id": budget, "what": what, "target": limit, "measured": measured,
-                     "unit": unit, "ok": ok, "applicable": at})  # fmt: skip
+    def add(
+        budget: str, key: str, what: str, limit: str, measured: float, unit: str, ok: bool
+    ) -> None:
+        rows.append({"id": budget, "key": key, "what": what, "target": limit,
+                     "measured": measured, "unit": unit, "ok": ok, "applicable": at})  # fmt: skip
 
     if report["backend"] == "oceanbase":
         for kind in KINDS:
             p50 = largest["kinds"][kind]["latency_ms"]["p50"]
-            add("P6", f"prepare p50, {kind} prompts, N={n:,}", f"≤ {P6_P50_MS:g} ms", p50, "ms",
-                p50 <= P6_P50_MS)  # fmt: skip
+            add("P6", f"p50.{kind}", f"prepare p50, {kind} prompts, N={n:,}",
+                f"≤ {P6_P50_MS:g} ms", p50, "ms", p50 <= P6_P50_MS)  # fmt: skip
         return rows
     for kind in KINDS:
         lat = largest["kinds"][kind]["latency_ms"]
-        add("P2", f"p50, {kind} prompts, N={n:,}", f"≤ {P2_P50_MS:g} ms", lat["p50"], "ms",
-            lat["p50"] <= P2_P50_MS)  # fmt: skip
-        add("P2", f"p99, {kind} prompts, N={n:,}", f"≤ {P2_P99_MS:g} ms", lat["p99"], "ms",
-            lat["p99"] <= P2_P99_MS)  # fmt: skip
+        add("P2", f"p50.{kind}", f"p50, {kind} prompts, N={n:,}", f"≤ {P2_P50_MS:g} ms",
+            lat["p50"], "ms", lat["p50"] <= P2_P50_MS)  # fmt: skip
+        add("P2", f"p99.{kind}", f"p99, {kind} prompts, N={n:,}", f"≤ {P2_P99_MS:g} ms",
+            lat["p99"], "ms", lat["p99"] <= P2_P99_MS)  # fmt: skip
     tp = report["throughput"]
     rps = tp["requests_per_second"]
-    add("P3", f"req/s, {tp['clients']} clients, N={n:,}", f"≥ {P3_MIN_RPS:g} req/s", rps,
-        "req/s", rps >= P3_MIN_RPS)  # fmt: skip
+    add("P3", "rps", f"req/s, {tp['clients']} clients, N={n:,}", f"≥ {P3_MIN_RPS:g} req/s",
+        rps, "req/s", rps >= P3_MIN_RPS)  # fmt: skip
     if tp["clients"] != P3_CLIENTS:
         rows[-1]["applicable"] = False
     memory = report["daemon_memory_kib"]
     if memory is not None:
         mib = round(memory["rss_kib"] / 1024, 1)
-        add("P7", f"daemon VmRSS after the run, N={n:,}", f"≤ {P7_MAX_MIB:g} MiB", mib, "MiB",
-            mib <= P7_MAX_MIB)  # fmt: skip
+        add("P7", "rss", f"daemon VmRSS after the run, N={n:,}", f"≤ {P7_MAX_MIB:g} MiB", mib,
+            "MiB", mib <= P7_MAX_MIB)  # fmt: skip
     return rows
 
 
@@ -823,6 +826,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         if oceanbase
         else "## prepare_context latency and throughput (P2, P3, P7)"
     )
+    if cfg["workers"] != 1:
+        title += f", {cfg['workers']} worker processes"
     budget_rows = [
         [f"{r['id']}: {r['what']}", r["target"], _measured(r), _verdict(r)]
         for r in report["budgets"]
@@ -909,6 +914,14 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def section_name(report: dict[str, Any]) -> str:
+    """The RESULTS.md block of this run: one per backend, and a separate one per worker count
+    so a multi-worker run (P3 with ``serve --workers``) never overwrites the 1-worker figures."""
+    section = SECTIONS.get(report["backend"], f"prepare-latency-{report['backend']}")
+    workers = report["config"]["workers"]
+    return section if workers == 1 else f"{section}-{workers}-workers"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -917,7 +930,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"prepare_latency failed: {exc}")
         return 1
     if args.write_results:
-        section = SECTIONS.get(report["backend"], f"prepare-latency-{report['backend']}")
+        section = section_name(report)
         replace_section(section, render_markdown(report))
         log(f"  bench/RESULTS.md updated (section {section})")
     if args.json:

@@ -1,0 +1,677 @@
+"""Run every spec 08 benchmark and summarise all budgets in one table (``make bench``).
+
+Why a driver: the budgets are measured by six scripts, some of them twice (P3 with one and two
+worker processes, P6 on seekdb), and a reader wants one answer to "which budgets are met, on
+which machine, when, under what load". Each script still measures and reports on its own; this
+file only runs them as subprocesses with ``--json``, reads the figures and verdicts from their
+reports and renders one table. No threshold is applied here (the target column only repeats
+spec 08's wording), so a verdict can never differ from the one in the script's own block.
+
+Steps, in order (SQLite first; seekdb is started only for its two steps, so its background
+work cannot disturb the SQLite figures):
+
+1. ``write_scaling.py`` (P4);
+2. ``prepare_latency.py`` with one worker (P2, P3, P7), its daemon home in a temp dir and a
+   fixed ``--scope-id``; then again with ``--workers 2`` at the largest size, reusing that home
+   and scope, so the two P3 figures come from the same data without loading it twice;
+3. ``hook_latency.py`` (P1), ``bootstrap_latency.py`` (P5), ``recall_quality.py`` (Q1);
+4. one seekdb server (``tools/seekdb.py``) for ``prepare_latency.py --database-url … --sizes
+   100000`` (P6 prepare) and ``write_scaling.py --database-url … --sizes 1000,20000`` (P6
+   remember ratio at 20k: loading over HTTP runs at ~30 entries/s there, so 100k would add
+   about an hour).
+
+``--write-results`` is passed through (each script rewrites its own block of RESULTS.md), then
+the summary block at the top of RESULTS.md is rewritten. ``--smoke`` runs every script in its
+smoke mode (``recall_quality.py`` has none: its full run takes seconds) and the seekdb steps
+too, at even smaller sizes (seekdb starts in ~2 s; its two steps then take ~10 s on a quiet
+machine, far more under load), writes nothing and prints the table, so CI checks that the whole
+chain still works, ``--database-url`` included. The exit code
+says whether every step produced a report (0) or not (1); missed budgets are reported in the
+table, never through the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    BENCH_DIR,
+    RESULTS_PATH,
+    command_line,
+    log,
+    machine_facts,
+    markdown_table,
+    replace_section,
+)
+
+REPO = BENCH_DIR.parent
+SUMMARY = "summary"
+PREPARE_SCOPE = "bench-prepare-s42"  # fixed so the 2-worker run reuses the 1-worker scope
+BUDGET_N = 100_000
+SEEKDB_DATABASE = "bench"
+SEEKDB_WRITE_SIZES = "1000,20000"
+# Smoke sizes on seekdb, below the scripts' own smoke sizes: seekdb takes only ~30-70 writes/s
+# over HTTP, and writing dominates a smoke run there.
+SEEKDB_SMOKE_N = 30
+SEEKDB_SMOKE_WRITE = ["--sizes", "20,50", "--samples", "5"]
+WORKERS = 2
+# Step names (the three prepare_latency.py runs), as in the JSON report and the summary.
+PREPARE = "prepare_latency"
+PREPARE_2 = "prepare_latency_2_workers"
+PREPARE_OB = "prepare_latency_oceanbase"
+
+
+# -- steps --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class StepResult:
+    """One script run: its report, or why there is none."""
+
+    name: str
+    command: str
+    status: str  # "ok" | "failed" | "skipped"
+    seconds: float = 0.0
+    load_1m: float | None = None  # load average when the step started
+    returncode: int | None = None
+    error: str | None = None
+    report: dict[str, Any] | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "command": self.command,
+            "status": self.status,
+            "seconds": round(self.seconds, 1),
+            "load_average_1m_at_start": self.load_1m,
+            "returncode": self.returncode,
+            "error": self.error,
+            "report": self.report,
+        }
+
+
+def display_command(script: str, args: list[str]) -> str:
+    """The step's command as a developer would type it from the repository root."""
+    return shlex.join([Path(sys.executable).name, f"bench/{script}", *args])
+
+
+def run_step(name: str, script: str, args: list[str]) -> StepResult:
+    """Run one benchmark script with ``--json``; its progress goes straight to our stderr.
+
+    A step that exits non-zero or prints no JSON report is recorded as failed and the run goes
+    on: one broken benchmark must not hide the numbers of the others.
+    """
+    args = [*args, "--json"]
+    command = display_command(script, args)
+    load_1m = round(os.getloadavg()[0], 2)
+    log(f"== {name}: {command}")
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, str(BENCH_DIR / script), *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    seconds = time.perf_counter() - started
+    result = StepResult(name, command, "failed", seconds, load_1m, done.returncode)
+    if done.returncode != 0:
+        result.error = f"exit status {done.returncode} (its stderr is in the log above)"
+    else:
+        try:
+            result.report, result.status = json.loads(done.stdout), "ok"
+        except ValueError as exc:
+            result.error = f"no JSON report on stdout: {exc}"
+    log(
+        f"== {name}: {result.status} in {seconds:.0f} s"
+        + (f": {result.error}" if result.error else "")
+    )
+    return result
+
+
+def not_run(name: str, script: str, args: list[str], reason: str, status: str) -> StepResult:
+    """A step that did not run (``skipped`` on request, ``failed`` when what it needs failed):
+    recorded all the same, so the summary says why its rows have no figure."""
+    log(f"== {name}: {status}: {reason}")
+    return StepResult(name, display_command(script, [*args, "--json"]), status, error=reason)
+
+
+@dataclass(slots=True)
+class Plan:
+    """What to pass to every script for this mode."""
+
+    smoke: bool
+    write_results: bool
+    work: Path
+    seekdb_dir: Path | None
+    no_seekdb: bool
+
+    @property
+    def common(self) -> list[str]:
+        if self.smoke:
+            return ["--smoke"]
+        return ["--write-results"] if self.write_results else []
+
+
+def run_sqlite_steps(plan: Plan) -> list[StepResult]:
+    """Every SQLite benchmark; the 2-worker prepare reuses the 1-worker run's home and scope."""
+    home = ["--data-dir", str(plan.work / "prepare-sqlite"), "--scope-id", PREPARE_SCOPE]
+    results = [
+        run_step("write_scaling", "write_scaling.py", plan.common),
+        run_step(PREPARE, "prepare_latency.py", [*plan.common, *home]),
+    ]
+    two = ["--workers", str(WORKERS), *home]
+    first = results[-1]
+    if first.status == "ok" and first.report is not None:
+        largest = str(first.report["config"]["sizes"][-1])
+        results.append(
+            run_step(
+                PREPARE_2,
+                "prepare_latency.py",
+                [*plan.common, *two, "--sizes", largest],
+            )
+        )
+    else:
+        results.append(
+            not_run(
+                PREPARE_2,
+                "prepare_latency.py",
+                two,
+                "needs the scope the 1-worker run loads",
+                "failed",
+            )
+        )
+    results += [
+        run_step("hook_latency", "hook_latency.py", plan.common),
+        run_step("bootstrap_latency", "bootstrap_latency.py", plan.common),
+        # No --smoke: the committed dev set is small and its full run takes seconds.
+        run_step("recall_quality", "recall_quality.py", [] if plan.smoke else plan.common),
+    ]
+    return results
+
+
+def _seekdb_steps(plan: Plan, url: str) -> list[tuple[str, str, list[str]]]:
+    """(name, script, args) of the P6 steps; the prepare scope is kept with ``--seekdb-dir``."""
+    prepare_n = str(SEEKDB_SMOKE_N if plan.smoke else BUDGET_N)
+    home = plan.seekdb_dir / "daemon-home" if plan.seekdb_dir else plan.work / "prepare-seekdb"
+    write = SEEKDB_SMOKE_WRITE if plan.smoke else ["--sizes", SEEKDB_WRITE_SIZES]
+    return [
+        (
+            PREPARE_OB,
+            "prepare_latency.py",
+            [
+                *plan.common,
+                "--database-url",
+                url,
+                "--sizes",
+                prepare_n,
+                "--data-dir",
+                str(home),
+                "--scope-id",
+                PREPARE_SCOPE,
+            ],
+        ),
+        (
+            "write_scaling_oceanbase",
+            "write_scaling.py",
+            [*plan.common, "--database-url", url, *write],
+        ),
+    ]
+
+
+def start_seekdb(base_dir: Path | None) -> Any:
+    """One throwaway seekdb for both P6 steps (``tools/seekdb.py``; a given ``base_dir`` is kept
+    and, when it already holds an instance, restarted with its data)."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from tools.seekdb import SeekdbServer
+
+    return SeekdbServer(SEEKDB_DATABASE, base_dir=base_dir).start()
+
+
+def run_seekdb_steps(plan: Plan) -> list[StepResult]:
+    """The P6 steps against one seekdb; if it cannot start, both steps fail visibly."""
+    planned = _seekdb_steps(plan, "<seekdb url>")
+    if plan.no_seekdb:
+        return [
+            not_run(name, script, args, "--no-seekdb", "skipped") for name, script, args in planned
+        ]
+    base_dir = plan.seekdb_dir / "server" if plan.seekdb_dir else None
+    log("== seekdb: starting" + (f" in {base_dir}" if base_dir else ""))
+    try:
+        server = start_seekdb(base_dir)
+    except (ImportError, OSError, RuntimeError) as exc:  # SeekdbError is a RuntimeError
+        reason = f"seekdb did not start: {exc}"
+        return [not_run(name, script, args, reason, "failed") for name, script, args in planned]
+    try:
+        log(f"== seekdb: {server.url} ready in {server.startup_seconds:.1f} s")
+        return [run_step(*step) for step in _seekdb_steps(plan, server.url)]
+    finally:
+        server.stop()
+
+
+# -- budgets ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Measure:
+    """One figure read from a script's report, with the script's own verdict."""
+
+    value: float
+    unit: str
+    ok: bool
+    applicable: bool  # false when measured at another N than the budget's
+    detail: str = ""
+
+
+Picker = Callable[[dict[str, Any]], Measure]
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A row of the summary: a spec 08 budget, the step measuring it and where it is explained."""
+
+    key: str
+    id: str
+    what: str
+    target: str
+    step: str
+    section: str
+    pick: Picker
+    notes: str | None = None  # block whose hand-written notes explain a miss (default: section)
+
+
+def script_row(key: str) -> Picker:
+    """A row of a script's own ``budgets`` list (hook_latency, prepare_latency), by its key."""
+
+    def pick(report: dict[str, Any]) -> Measure:
+        row = next((r for r in report["budgets"] if r.get("key") == key), None)
+        if row is None:
+            raise KeyError(f"the report has no budget row {key!r}")
+        return Measure(
+            float(row["measured"]), row["unit"], bool(row["ok"]), bool(row["applicable"])
+        )
+
+    return pick
+
+
+def remember_ratio(report: dict[str, Any]) -> Measure:
+    small, large = report["sizes"][0], report["sizes"][-1]
+    detail = (
+        f"p50 {small['latency_ms']['p50']:.2f} → {large['latency_ms']['p50']:.2f} ms, "
+        f"N={small['n']:,} → {large['n']:,}"
+    )
+    budgets = report["budgets"]
+    return Measure(report["ratio_p50"], "", budgets["ratio_ok"], budgets["applicable"], detail)
+
+
+def remember_p50(report: dict[str, Any]) -> Measure:
+    """The worst p50 of the sizes: the budget holds at every N (write_scaling's ``p50_ok``)."""
+    p50s = [s["latency_ms"]["p50"] for s in report["sizes"]]
+    detail = (
+        "worst of "
+        + " / ".join(f"{p:.2f}" for p in p50s)
+        + " ms at N="
+        + " / ".join(f"{s['n']:,}" for s in report["sizes"])
+    )
+    budgets = report["budgets"]
+    return Measure(max(p50s), "ms", budgets["p50_ok"], budgets["applicable"], detail)
+
+
+def bootstrap_p50(report: dict[str, Any]) -> Measure:
+    return Measure(report["fresh_ms"]["p50"], "ms", report["met"], True, "new host event")
+
+
+def recall(field_name: str, counts: str, ok: str) -> Picker:
+    def pick(report: dict[str, Any]) -> Measure:
+        hits, total = report["counts"][counts]
+        return Measure(
+            round(report[field_name] * 100, 1), "%", report["targets"][ok], True, f"{hits}/{total}"
+        )
+
+    return pick
+
+
+BUDGETS: tuple[Budget, ...] = (
+    Budget("P1.p50", "P1", "UserPromptSubmit hook, whole process, p50 (N = 10k)", "≤ 80 ms",
+           "hook_latency", "hook-latency", script_row("hook.wall_p50")),
+    Budget("P1.overhead", "P1", "hook's own overhead: p50 − server prepare p50", "≤ 50 ms",
+           "hook_latency", "hook-latency", script_row("hook.overhead")),
+    Budget("P1.rss", "P1", "hook peak RSS", "≤ 40 MiB", "hook_latency", "hook-latency",
+           script_row("hook.rss")),
+    Budget("P2.p50.short", "P2", "prepare p50, short prompts, N = 100k", "≤ 5 ms", PREPARE,
+           "prepare-latency", script_row("p50.short")),
+    Budget("P2.p99.short", "P2", "prepare p99, short prompts, N = 100k", "≤ 20 ms", PREPARE,
+           "prepare-latency", script_row("p99.short")),
+    Budget("P2.p50.long", "P2", "prepare p50, 2,000-character prompts, N = 100k", "≤ 5 ms",
+           PREPARE, "prepare-latency", script_row("p50.long")),
+    Budget("P2.p99.long", "P2", "prepare p99, 2,000-character prompts, N = 100k", "≤ 20 ms",
+           PREPARE, "prepare-latency", script_row("p99.long")),
+    Budget("P3.1-worker", "P3", "prepare throughput, 8 clients, N = 100k, 1 worker process",
+           "≥ 300 req/s", PREPARE, "prepare-latency", script_row("rps")),
+    Budget("P3.2-workers", "P3",
+           f"prepare throughput, 8 clients, N = 100k, {WORKERS} worker processes "
+           "(`serve --workers`)", "≥ 300 req/s", PREPARE_2, f"prepare-latency-{WORKERS}-workers",
+           script_row("rps"), notes="prepare-latency"),
+    Budget("P4.ratio", "P4", "remember p50, N = 100k / N = 1k", "≤ 1.5", "write_scaling",
+           "write-scaling", remember_ratio),
+    Budget("P4.p50", "P4", "remember p50 (at N = 1k and 100k)", "≤ 10 ms", "write_scaling",
+           "write-scaling", remember_p50),
+    Budget("P5.p50", "P5", "bootstrap_context p50", "≤ 15 ms", "bootstrap_latency",
+           "bootstrap-latency", bootstrap_p50),
+    Budget("P6.prepare.short", "P6", "seekdb: prepare p50, short prompts, N = 100k", "≤ 30 ms",
+           PREPARE_OB, "prepare-latency-oceanbase", script_row("p50.short")),
+    Budget("P6.prepare.long", "P6", "seekdb: prepare p50, 2,000-character prompts, N = 100k",
+           "≤ 30 ms", PREPARE_OB, "prepare-latency-oceanbase", script_row("p50.long")),
+    Budget("P6.ratio", "P6", "seekdb: remember p50, **N = 20k** / N = 1k (the budget's 100k is "
+           "not loaded: seekdb takes ~30 writes/s over HTTP, ~1 h for 100k)", "≤ 1.5",
+           "write_scaling_oceanbase", "write-scaling-oceanbase", remember_ratio),
+    Budget("P7.rss", "P7", "runtime VmRSS after the prepare run, N = 100k", "≤ 200 MiB", PREPARE,
+           "prepare-latency", script_row("rss")),
+    Budget("Q1.short", "Q1", "expected entry in the pack, short queries", "≥ 90 %",
+           "recall_quality", "recall-quality", recall("short_recall", "short", "short_ok")),
+    Budget("Q1.long", "Q1", "expected entry in the pack, long prompts", "≥ 80 %",
+           "recall_quality", "recall-quality", recall("long_recall", "long", "long_ok")),
+    Budget("Q1.unrelated", "Q1", "unrelated queries answered `empty`", "≥ 90 %",
+           "recall_quality", "recall-quality",
+           recall("unrelated_empty", "unrelated_empty", "unrelated_ok")),
+)  # fmt: skip
+
+
+def _shown(measure: Measure) -> str:
+    """The measured cell, with the context that makes it checkable (counts, sizes)."""
+    digits = {"ms": 2, "MiB": 1, "req/s": 1, "%": 1}.get(measure.unit, 2)
+    value = f"{measure.value:,.{digits}f}" + (f" {measure.unit}" if measure.unit else "")
+    return f"{value} ({measure.detail})" if measure.detail else value
+
+
+def evaluate(budget: Budget, step: StepResult | None, smoke: bool) -> dict[str, Any]:
+    """One summary row; a failed or skipped step leaves the budget ``not measured``."""
+    row: dict[str, Any] = {
+        "key": budget.key,
+        "id": budget.id,
+        "what": budget.what,
+        "target": budget.target,
+        "step": budget.step,
+        "section": budget.section,
+        "measured": None,
+        "unit": None,
+        "ok": None,
+        "applicable": None,
+    }
+    if step is None or step.report is None:
+        reason = step.error if step is not None else "step not run"
+        row["verdict"] = f"not measured ({budget.step}: {reason})"
+        return row
+    try:
+        measure = budget.pick(step.report)
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        row["verdict"] = f"not measured (report of {budget.step}: {exc!r})"
+        return row
+    applicable = measure.applicable and not smoke
+    verdict = "met" if measure.ok else "**missed**"
+    if not applicable:
+        why = "smoke run" if smoke else "not the budget's N"
+        verdict = f"({verdict}; {why})"
+    row.update(
+        measured=measure.value,
+        unit=measure.unit,
+        ok=measure.ok,
+        applicable=applicable,
+        shown=_shown(measure),
+        verdict=verdict,
+    )
+    return row
+
+
+# -- links into RESULTS.md -----------------------------------------------------------------------
+
+
+def github_slug(title: str) -> str:
+    """The anchor GitHub gives a Markdown heading (lowercase, punctuation dropped, - for space)."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+@dataclass(slots=True)
+class BlockLinks:
+    """Where a benchmark's block (and its hand-written notes, if any) is in RESULTS.md."""
+
+    title: str
+    anchor: str
+    notes_title: str | None = None
+    notes_anchor: str | None = None
+
+
+def block_links(text: str) -> dict[str, BlockLinks]:
+    """Anchors of each block's first heading and of the ``### Notes`` heading after it.
+
+    Computed from the file as it is after the scripts wrote their blocks, with GitHub's
+    numbering of duplicate headings, so a link follows a renamed heading.
+    """
+    seen: dict[str, int] = {}
+    links: dict[str, BlockLinks] = {}
+    current: str | None = None  # block whose heading or notes come next
+    in_notes_zone = False
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced:
+            continue
+        if start := re.fullmatch(r"<!-- bench:([\w-]+):start -->", line.strip()):
+            current, in_notes_zone = start.group(1), False
+            continue
+        if end := re.fullmatch(r"<!-- bench:([\w-]+):end -->", line.strip()):
+            in_notes_zone = end.group(1) == current
+            continue
+        heading = re.match(r"#{1,6} (.+)", line)
+        if heading is None:
+            continue
+        title = heading.group(1).strip()
+        slug = github_slug(title)
+        anchor = slug if slug not in seen else f"{slug}-{seen[slug]}"
+        seen[slug] = seen.get(slug, 0) + 1
+        if current is None:
+            continue
+        if not in_notes_zone and current not in links:
+            links[current] = BlockLinks(title, anchor)
+        elif in_notes_zone and title.startswith("Notes") and current in links:
+            links[current].notes_title, links[current].notes_anchor = title, anchor
+            current = None
+    return links
+
+
+def details_cell(row: dict[str, Any], budget: Budget, links: dict[str, BlockLinks]) -> str:
+    """A link to the row's block, and for a missed budget to the notes that explain it."""
+    block = links.get(budget.section)
+    cell = f"[{budget.section}](#{block.anchor})" if block else f"`{budget.section}` block"
+    if row["ok"] is False:
+        notes = links.get(budget.notes or budget.section)
+        cell += (
+            f"; why: [{notes.notes_title}](#{notes.notes_anchor})"
+            if notes and notes.notes_anchor
+            else "; no hand-written notes on it yet"
+        )
+    return cell
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Run:
+    """What the summary needs besides the budget rows: when, where, how loaded, which steps."""
+
+    smoke: bool
+    facts: dict[str, Any]
+    command: str
+    loads: list[float] = field(default_factory=list)
+    steps: list[StepResult] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+    finished_at: str = ""
+
+
+def render_markdown(run: Run, rows: list[dict[str, Any]], links: dict[str, BlockLinks]) -> str:
+    """The summary block: context first (a figure means little without machine and load)."""
+    m = run.facts
+    minutes = (time.perf_counter() - run.started) / 60
+    table = [
+        [
+            r["id"],
+            r["what"],
+            r["target"],
+            r.get("shown", "—"),
+            r["verdict"],
+            details_cell(r, budget, links),
+        ]
+        for r, budget in zip(rows, BUDGETS, strict=True)
+    ]
+    steps = [
+        f"  - `{s.command}`: {s.status}, {s.seconds:.0f} s"
+        + (f", load {s.load_1m:.2f} at start" if s.load_1m is not None else "")
+        + (f" ({s.error})" if s.error else "")
+        for s in run.steps
+    ]
+    missed = sum(1 for r in rows if r["ok"] is False)
+    unmeasured = sum(1 for r in rows if r["ok"] is None)
+    return "\n".join(
+        [
+            "## Summary: every spec 08 budget"
+            + (" (smoke run, not real figures)" if run.smoke else ""),
+            "",
+            "Generated by `bench/run_all.py --write-results` (`make bench`); edit outside the "
+            "markers only. Every row comes from the block it links to, written by the same run; "
+            "a missed budget links to the hand-written notes that profile it.",
+            "",
+            f"- Date: {m['date']} to {run.finished_at} ({minutes:.0f} min)",
+            f"- Machine: {m['cpu_count']} CPUs ({m['cpu_model']}), {m['platform']}, "
+            f"Python {m['python']}, SQLite {m['sqlite']}",
+            f"- 1-minute load average at the start of each step: min {min(run.loads):.2f}, max "
+            f"{max(run.loads):.2f}; at the end {run.loads[-1]:.2f} (other jobs share the cores, "
+            "so compare figures of the same run)",
+            f"- Command: `{run.command}`, which ran:",
+            *steps,
+            "- P6 rows: one seekdb (OceanBase kernel) started by `tools/seekdb.py` for its two "
+            "steps only",
+            "",
+            markdown_table(["id", "budget", "target", "measured", "verdict", "details"], table),
+            "",
+            f"{len(rows) - missed - unmeasured} of {len(rows)} rows met, {missed} missed"
+            + (f", {unmeasured} not measured" if unmeasured else "")
+            + ".",
+        ]
+    )
+
+
+def write_summary(body: str, path: Path = RESULTS_PATH) -> None:
+    """Rewrite the summary block, creating it right after the file's intro the first time
+    (``replace_section`` appends a missing block at the end; this one belongs at the top)."""
+    start, end = f"<!-- bench:{SUMMARY}:start -->", f"<!-- bench:{SUMMARY}:end -->"
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n\n"
+    if start not in text:
+        first_block = re.search(r"^<!-- bench:[\w-]+:start -->$", text, re.MULTILINE)
+        at = first_block.start() if first_block else len(text)
+        text = f"{text[:at].rstrip()}\n\n{start}\n{end}\n\n{text[at:].lstrip()}".rstrip() + "\n"
+        path.write_text(text, encoding="utf-8")
+    replace_section(SUMMARY, body, path)
+
+
+def build_report(run: Run) -> dict[str, Any]:
+    """The JSON report: rows, rendered block and every step's full report (the smoke test
+    checks each script's report from here, so each script's smoke runs once per session)."""
+    by_name = {s.name: s for s in run.steps}
+    rows = [evaluate(b, by_name.get(b.step), run.smoke) for b in BUDGETS]
+    links = block_links(RESULTS_PATH.read_text(encoding="utf-8") if RESULTS_PATH.exists() else "")
+    return {
+        "benchmark": "run_all",
+        "smoke": run.smoke,
+        "machine": run.facts,
+        "command": run.command,
+        "finished_at": run.finished_at,
+        "minutes": round((time.perf_counter() - run.started) / 60, 2),
+        "load_average_1m": {"min": min(run.loads), "max": max(run.loads), "end": run.loads[-1]},
+        "all_steps_ok": all(s.status != "failed" for s in run.steps),
+        "budgets": rows,
+        "markdown": render_markdown(run, rows, links),
+        "steps": [s.as_json() for s in run.steps],
+    }
+
+
+# -- entry point --------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="every script in its smoke mode (≈ 1 min, more under load); writes nothing",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary and every script's report as JSON on stdout",
+    )
+    p.add_argument(
+        "--write-results",
+        action="store_true",
+        help="each script rewrites its RESULTS.md block, then the summary on top",
+    )
+    p.add_argument(
+        "--no-seekdb",
+        action="store_true",
+        help="skip the two P6 steps (no seekdb server is started)",
+    )
+    p.add_argument(
+        "--seekdb-dir",
+        type=Path,
+        help="keep seekdb and the P6 daemon's home here; a later run with the same "
+        "dir reuses the loaded 100k scope instead of loading it again (~1 h)",
+    )
+    args = p.parse_args(argv)
+    if args.smoke and args.write_results:
+        p.error("--write-results with --smoke would overwrite real numbers with smoke numbers")
+    if args.no_seekdb and args.seekdb_dir:
+        p.error("--seekdb-dir and --no-seekdb contradict each other")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    run = Run(args.smoke, machine_facts(), command_line())
+    with tempfile.TemporaryDirectory(prefix="powercontext-bench-all-") as work:
+        plan = Plan(
+            args.smoke,
+            args.write_results,
+            Path(work),
+            args.seekdb_dir.resolve() if args.seekdb_dir else None,
+            args.no_seekdb,
+        )
+        run.steps += run_sqlite_steps(plan)
+        run.steps += run_seekdb_steps(plan)
+    run.loads = [s.load_1m for s in run.steps if s.load_1m is not None]
+    run.loads.append(round(os.getloadavg()[0], 2))
+    run.finished_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    report = build_report(run)
+    if args.write_results:
+        write_summary(report["markdown"])
+        log("== bench/RESULTS.md: summary block updated")
+    print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else report["markdown"])
+    return 0 if report["all_steps_ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

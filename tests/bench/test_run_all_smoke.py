@@ -1,0 +1,252 @@
+"""Smoke test for the benchmarks (spec 08: "CI runs a small smoke version so the scripts never
+rot"), through ``bench/run_all.py``, the driver behind ``make bench``.
+
+The driver runs once per module, in ``--smoke`` mode, as a subprocess, exactly as a developer
+would: every benchmark script in its own smoke mode as a subprocess of the driver (each against
+a daemon it starts itself; the two P6 steps against a seekdb the driver starts), nothing written
+to RESULTS.md. Every script therefore runs once per test session, and the checks of each
+script's report live here, next to the checks of the summary: one run, one place.
+
+The tests assert that every step produced a report, that every spec 08 budget got a numeric
+measurement and a verdict, and that each report is complete and consistent, never how fast
+anything is: budgets live in the benchmarks' reports, and timed assertions would make CI flaky
+on noisy machines.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RUN_ALL = REPO / "bench" / "run_all.py"
+# Every row of spec 08's budget table, split the way the summary reports it.
+BUDGET_KEYS = {
+    "P1.p50", "P1.overhead", "P1.rss",
+    "P2.p50.short", "P2.p99.short", "P2.p50.long", "P2.p99.long",
+    "P3.1-worker", "P3.2-workers",
+    "P4.ratio", "P4.p50",
+    "P5.p50",
+    "P6.prepare.short", "P6.prepare.long", "P6.ratio",
+    "P7.rss",
+    "Q1.short", "Q1.long", "Q1.unrelated",
+}  # fmt: skip
+STEPS = (
+    "write_scaling", "prepare_latency", "prepare_latency_2_workers", "hook_latency",
+    "bootstrap_latency", "recall_quality", "prepare_latency_oceanbase", "write_scaling_oceanbase",
+)  # fmt: skip
+HOOK_SERIES = ("hook", "hook_no_capture", "plugin", "hook_env_bytecode")
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+
+class SmokeRun(NamedTuple):
+    summary: dict[str, Any]
+    stderr: str  # every script's progress: where a failed step says why
+
+    def report(self, step: str) -> dict[str, Any]:
+        """The report of one step, which must have worked."""
+        found = {s["name"]: s for s in self.summary["steps"]}[step]
+        assert found["status"] == "ok", f"{step}: {found['error']}\n{self.stderr[-5000:]}"
+        assert isinstance(found["report"], dict)
+        return found["report"]
+
+
+@pytest.fixture(scope="module")
+def smoke() -> SmokeRun:
+    proc = subprocess.run(
+        [sys.executable, str(RUN_ALL), "--smoke", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=290,
+        cwd=REPO,
+    )
+    # 1 = some step failed: the summary still comes, and the tests below say which step.
+    assert proc.returncode in (0, 1), proc.stderr[-5000:]
+    return SmokeRun(json.loads(proc.stdout), proc.stderr)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _fraction(value: object) -> float:
+    assert isinstance(value, (int, float)) and not isinstance(value, bool), value
+    assert 0.0 <= value <= 1.0, value
+    return float(value)
+
+
+# -- the driver and its summary --------------------------------------------------------------
+
+
+def test_every_spec_budget_gets_a_numeric_measurement_and_a_smoke_verdict(
+    smoke: SmokeRun,
+) -> None:
+    summary = smoke.summary
+    assert summary["all_steps_ok"] is True, smoke.stderr[-5000:]
+    rows = summary["budgets"]
+    assert len(rows) == len(BUDGET_KEYS)
+    assert {r["key"] for r in rows} == BUDGET_KEYS
+    assert {r["id"] for r in rows} == {"P1", "P2", "P3", "P4", "P5", "P6", "P7", "Q1"}
+    for row in rows:
+        assert _is_number(row["measured"]), row
+        assert row["measured"] > 0 or row["id"] == "Q1", row  # a recall share may be 0
+        assert isinstance(row["ok"], bool), row
+        # Smoke sizes never count as a verdict on the budget.
+        assert row["applicable"] is False, row
+        assert row["verdict"] == ("(met; smoke run)" if row["ok"] else "(**missed**; smoke run)")
+    lines = summary["markdown"].splitlines()
+    table = [line for line in lines if line.startswith(("| P", "| Q1 "))]
+    assert len(table) == len(rows)  # one rendered row per budget, none lost on the way
+    assert summary["smoke"] is True
+    assert summary["machine"]["cpu_count"]
+
+
+def test_every_step_ran_its_smoke_mode_and_the_second_prepare_reused_the_first_scope(
+    smoke: SmokeRun,
+) -> None:
+    steps = {s["name"]: s for s in smoke.summary["steps"]}
+    assert tuple(steps) == STEPS
+    for name, step in steps.items():
+        assert "--write-results" not in step["command"]
+        assert "--smoke" in step["command"] or name == "recall_quality"
+
+    first, second = smoke.report("prepare_latency"), smoke.report("prepare_latency_2_workers")
+    assert len(first["sizes"]) >= 2  # the scope grows through the smoke sizes
+    assert first["config"]["workers"] == 1
+    assert second["config"]["workers"] == 2
+    assert second["config"]["scope_id"] == first["config"]["scope_id"]
+    (only,) = second["sizes"]
+    assert only["n"] == first["sizes"][-1]["n"]
+    assert only["load"]["entries"] == 0  # no reload: the 1-worker run's entries are reused
+    assert only["load"]["reused"] == only["n"]
+
+    assert smoke.report("prepare_latency_oceanbase")["backend"] == "oceanbase"
+    assert "mysql" in smoke.report("write_scaling_oceanbase")["target"]
+
+
+# -- each script's report ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("step", ["write_scaling", "write_scaling_oceanbase"])
+def test_write_scaling_reports_p50_for_both_sizes(smoke: SmokeRun, step: str) -> None:
+    report = smoke.report(step)
+    sizes = report["sizes"]
+    assert [s["n"] for s in sizes] == report["config"]["sizes"]
+    assert len(sizes) == 2
+    for size in sizes:
+        p50 = size["latency_ms"]["p50"]
+        assert isinstance(p50, float)
+        assert p50 > 0
+        assert size["samples"] == report["config"]["samples"]
+    assert report["ratio_p50"] > 0
+    assert report["machine"]["cpu_count"]
+
+
+@pytest.mark.parametrize(
+    ("step", "budget_ids"),
+    [
+        ("prepare_latency", {"P2", "P3", "P7"}),
+        ("prepare_latency_2_workers", {"P2", "P3", "P7"}),
+        ("prepare_latency_oceanbase", {"P6"}),
+    ],
+)
+def test_prepare_latency_reports_latency_per_size_and_kind_and_throughput(
+    smoke: SmokeRun, step: str, budget_ids: set[str]
+) -> None:
+    report = smoke.report(step)
+    config = report["config"]
+    sizes = report["sizes"]
+    assert [s["n"] for s in sizes] == config["sizes"]
+    for size in sizes:
+        assert set(size["kinds"]) == {"short", "long"}
+        for kind in size["kinds"].values():
+            p50 = kind["latency_ms"]["p50"]
+            assert isinstance(p50, float)
+            assert p50 > 0
+            assert kind["samples"] == config["samples"]
+            assert kind["ready"] + kind["empty"] == kind["samples"]
+
+    for floor in report["floor_ms"].values():
+        assert floor["p50"] > 0
+
+    throughput = report["throughput"]
+    assert throughput["n"] == sizes[-1]["n"]
+    assert throughput["requests"] > 0
+    assert throughput["requests_per_second"] > 0
+    assert throughput["latency_ms"]["p50"] > 0
+    # A self-started daemon runs here, so its memory is known.
+    assert report["daemon_memory_kib"]["rss_kib"] > 0
+    assert {b["id"] for b in report["budgets"]} == budget_ids
+
+
+def test_hook_latency_times_every_process_and_every_hook_run_is_valid(smoke: SmokeRun) -> None:
+    report = smoke.report("hook_latency")
+    samples = report["config"]["samples"]
+
+    processes = report["processes"]
+    assert {"bare", "pass", "imports", "kit_import", "hook", "hook_no_capture"} <= set(processes)
+    for proc_report in processes.values():
+        assert proc_report["runs"] == samples
+        assert proc_report["wall_ms"]["p50"] > 0
+        assert proc_report["cpu_ms"]["p50"] > 0
+        assert proc_report["maxrss_kib"]["max"] > 0
+
+    hooks = [processes[key] for key in HOOK_SERIES if key in processes]
+    assert len(hooks) >= 2
+    for hook in hooks:
+        # Exit 0 and stdout empty or exactly one valid envelope (stderr: nothing or the one
+        # `empty` diagnostic), on every run; the injected pack is the one the server prepares.
+        assert hook["valid"] == hook["runs"] == samples, hook["problems"]
+        assert hook["injected"] + hook["empty"] == samples
+        assert hook["matches_server"] == samples
+    assert report["all_hook_runs_valid"] is True
+
+    assert report["server"]["prepare_ms"]["p50"] > 0
+    assert report["server"]["capture_ms"]["p50"] > 0
+    assert {b["id"] for b in report["budgets"]} == {"P1"}
+    assert isinstance(report["overhead_ms"], float)
+    assert len(report["load_average_1m"]) == 5
+
+
+def test_bootstrap_latency_times_new_events_and_replays(smoke: SmokeRun) -> None:
+    report = smoke.report("bootstrap_latency")
+    assert report["samples"] == 20
+    assert report["fresh_ms"]["p50"] > 0 and report["replay_ms"]["p50"] > 0
+    assert report["items_per_pack"] >= 2 and 0 < report["content_bytes"] <= 4096
+
+
+def test_recall_quality_reports_the_three_fractions_over_a_full_size_dev_set(
+    smoke: SmokeRun,
+) -> None:
+    # No threshold asserted: whether Q1 is met is what the benchmark reports, not a CI flake.
+    report = smoke.report("recall_quality")
+    short = _fraction(report["short_recall"])
+    long_ = _fraction(report["long_recall"])
+    unrelated = _fraction(report["unrelated_empty"])
+
+    sizes = report["dataset"]
+    assert sizes["entries"] >= 200
+    assert sizes["queries"] >= 60
+    assert sizes["long"] >= 10
+    assert sizes["unrelated"] >= 20
+    assert sizes["short"] + sizes["long"] == sizes["queries"]
+
+    # The fractions are the counts they claim to be.
+    counts = report["counts"]
+    assert counts["short"][1] == sizes["short"]
+    assert counts["long"][1] == sizes["long"]
+    assert counts["unrelated_empty"][1] == sizes["unrelated"]
+    assert short == pytest.approx(counts["short"][0] / counts["short"][1], abs=1e-4)
+    assert long_ == pytest.approx(counts["long"][0] / counts["long"][1], abs=1e-4)
+    assert unrelated == pytest.approx(
+        counts["unrelated_empty"][0] / counts["unrelated_empty"][1], abs=1e-4
+    )
+    for category in report["categories"].values():
+        _fraction(category["recall"])
+    assert report["machine"]["cpu_count"]
