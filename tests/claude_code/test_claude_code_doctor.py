@@ -24,7 +24,7 @@ def _by_name(report: dict[str, Any]) -> dict[str, dict[str, str]]:
 def test_doctor_is_healthy_after_install(
     live: ClaudeSandbox, host_clis: HostCLIs, runtime_daemon: Daemon
 ) -> None:
-    live.with_claude(host_clis)
+    live.with_host_cli(host_clis)
     live.run_json("install")
     scope = "claude-doctor:healthy"
     runtime_daemon.client().post(
@@ -62,7 +62,7 @@ def test_doctor_uses_the_plugin_options_the_hook_gets(
 ) -> None:
     """userConfig options (settings.json pluginConfigs) reach the hook as
     CLAUDE_PLUGIN_OPTION_*; doctor checks with the same values."""
-    live.with_claude(host_clis)
+    live.with_host_cli(host_clis)
     live.run_json("install")
     settings = live.settings()
     settings["pluginConfigs"] = {
@@ -109,7 +109,7 @@ def test_doctor_reports_an_unusable_scope(live: ClaudeSandbox) -> None:
 
 
 def test_doctor_reports_missing_and_doubled_hooks(live: ClaudeSandbox, host_clis: HostCLIs) -> None:
-    live.with_claude(host_clis)
+    live.with_host_cli(host_clis)
     code, report = _doctor(live)
     assert code == 1
     assert _by_name(report)["hooks"]["fix"] == "run `powercontext-claude-code install`"

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
-from pathlib import Path
 
 from tests.claude_code.conftest import MODULE, PLUGIN_ID, ClaudeSandbox, our_handlers
 from tests.support.daemon import Daemon
 from tests.support.hosts import HostCLIs
+from tests.support.plugin_sandbox import assert_installed_hook_injects_the_pack, write_json
 
 OTHER_SETTINGS = {
     "model": "opus",
@@ -23,15 +22,8 @@ OTHER_SETTINGS = {
 }
 
 
-def _write(path: Path, document: object) -> bytes:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    raw = json.dumps(document).encode()
-    path.write_bytes(raw)
-    return raw
-
-
 def test_install_without_host_cli_merges_into_settings(sandbox: ClaudeSandbox) -> None:
-    original = _write(sandbox.settings_file, OTHER_SETTINGS)
+    original = write_json(sandbox.settings_file, OTHER_SETTINGS)
     report = sandbox.run_json("install", "--no-host-cli")
 
     assert report["mode"] == "hooks" and report["changed"] is True
@@ -67,7 +59,7 @@ def test_install_without_host_cli_merges_into_settings(sandbox: ClaudeSandbox) -
 
 
 def test_install_is_idempotent_and_uninstall_restores(sandbox: ClaudeSandbox) -> None:
-    _write(sandbox.settings_file, OTHER_SETTINGS)
+    write_json(sandbox.settings_file, OTHER_SETTINGS)
     sandbox.run_json("install", "--no-host-cli")
     installed = sandbox.settings_file.read_bytes()
     again = sandbox.run("install", "--no-host-cli")
@@ -93,20 +85,6 @@ def test_the_installed_hook_command_runs_and_injects_the_pack(
     live: ClaudeSandbox, runtime_daemon: Daemon
 ) -> None:
     """Claude Code runs hooks with `/bin/sh -c`; the absolute command needs no PATH."""
-    scope = "claude-test:hook-command"
-    runtime_daemon.client().post(
-        "/v1/memory/remember",
-        json={"scope_id": scope, "kind": "fact", "text": "Deploys go out on Tuesdays only"},
-    ).raise_for_status()
-    live.run_json("install", "--no-host-cli")
-    (handler,) = our_handlers(live.settings())
-    prompt = "when do deploys go out?"
-    expected = (
-        runtime_daemon.client()
-        .post("/v1/context/prepare", json={"scope_id": scope, "query": prompt, "max_bytes": 8000})
-        .json()
-    )
-    assert expected["status"] == "ready"
     event = {
         "session_id": "s",
         "transcript_path": "/x.jsonl",
@@ -114,32 +92,19 @@ def test_the_installed_hook_command_runs_and_injects_the_pack(
         "prompt_id": "p",
         "permission_mode": "default",
         "hook_event_name": "UserPromptSubmit",
-        "prompt": prompt,
+        "prompt": "when do deploys go out?",
     }
-    done = subprocess.run(
-        ["/bin/sh", "-c", handler["command"]],
-        input=json.dumps(event),
-        capture_output=True,
-        text=True,
-        cwd="/",
-        env=live.env(PATH="/nonexistent", CLAUDE_PLUGIN_OPTION_SCOPE_ID=scope),
-        timeout=30,
+    assert_installed_hook_injects_the_pack(
+        live, runtime_daemon, event, scope_variable="CLAUDE_PLUGIN_OPTION_SCOPE_ID"
     )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {
-        "hookSpecificOutput": {
-            "hookEventName": "UserPromptSubmit",
-            "additionalContext": expected["content"],
-        }
-    }
 
 
 # ---- with the real Claude Code CLI -----------------------------------------------------------
 
 
 def test_install_with_claude_registers_the_plugin(live: ClaudeSandbox, host_clis: HostCLIs) -> None:
-    live.with_claude(host_clis)
-    _write(live.settings_file, {"model": "opus"})
+    live.with_host_cli(host_clis)
+    write_json(live.settings_file, {"model": "opus"})
     report = live.run_json("install")
 
     assert report["mode"] == "plugin"
@@ -190,9 +155,9 @@ def test_switching_to_the_plugin_removes_the_merged_hook(
     live: ClaudeSandbox, host_clis: HostCLIs
 ) -> None:
     """Never both: the prompt would get the pack twice."""
-    _write(live.settings_file, OTHER_SETTINGS)
+    write_json(live.settings_file, OTHER_SETTINGS)
     live.run_json("install", "--no-host-cli")
-    live.with_claude(host_clis)
+    live.with_host_cli(host_clis)
     report = live.run_json("install")
     assert report["mode"] == "plugin"
     assert ("updated", str(live.settings_file)) in [

@@ -24,7 +24,7 @@ def _by_name(report: dict[str, Any]) -> dict[str, dict[str, str]]:
 
 
 def test_doctor_is_healthy_after_install(live: CodexSandbox, host_clis: HostCLIs) -> None:
-    live.with_codex(host_clis)
+    live.with_host_cli(host_clis)
     live.run_json("install")
     code, report = _doctor(live)
     checks = _by_name(report)
@@ -99,7 +99,7 @@ def test_doctor_reports_an_unusable_scope(live: CodexSandbox) -> None:
 
 
 def test_doctor_reports_missing_hooks(live: CodexSandbox, host_clis: HostCLIs) -> None:
-    live.with_codex(host_clis)
+    live.with_host_cli(host_clis)
     code, report = _doctor(live)
     checks = _by_name(report)
     assert code == 1
@@ -112,7 +112,7 @@ def test_doctor_reports_missing_hooks(live: CodexSandbox, host_clis: HostCLIs) -
 def test_doctor_explains_an_untrusted_hook(live: CodexSandbox, host_clis: HostCLIs) -> None:
     """--no-host-cli writes hooks.json but cannot trust it; `codex exec` would skip it."""
     live.run_json("install", "--no-host-cli")
-    live.with_codex(host_clis)
+    live.with_host_cli(host_clis)
     code, report = _doctor(live)
     checks = _by_name(report)
     assert code == 1
@@ -157,7 +157,7 @@ def test_doctor_explains_a_hook_changed_since_it_was_trusted(
     live: CodexSandbox, host_clis: HostCLIs
 ) -> None:
     """Codex does not run a plugin hook whose definition changed after it was trusted."""
-    live.with_codex(host_clis)
+    live.with_host_cli(host_clis)
     live.run_json("install")
     cached = next((live.codex_home / "plugins" / "cache").rglob("hooks/hooks.json"))
     document = json.loads(cached.read_text("utf-8"))

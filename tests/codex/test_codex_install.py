@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
 import tomllib
-from pathlib import Path
 
 from tests.codex.conftest import MODULE, CodexSandbox, our_handlers
 from tests.support.daemon import Daemon
 from tests.support.hosts import HostCLIs, codex_hooks_list, run_codex_cli
+from tests.support.plugin_sandbox import assert_installed_hook_injects_the_pack, write_json
 
 OTHER_HOOKS = {
     "hooks": {
@@ -25,14 +24,8 @@ OTHER_HOOKS = {
 }
 
 
-def _write(path: Path, document: object) -> bytes:
-    raw = json.dumps(document).encode()  # compact: differs from how install writes JSON
-    path.write_bytes(raw)
-    return raw
-
-
 def test_install_without_host_cli_merges_into_hooks_json(sandbox: CodexSandbox) -> None:
-    original = _write(sandbox.hooks_file, OTHER_HOOKS)
+    original = write_json(sandbox.hooks_file, OTHER_HOOKS)
     report = sandbox.run_json("install", "--no-host-cli")
 
     assert report["mode"] == "hooks" and report["changed"] is True
@@ -65,7 +58,7 @@ def test_install_without_host_cli_merges_into_hooks_json(sandbox: CodexSandbox) 
 
 
 def test_install_is_idempotent_and_uninstall_restores(sandbox: CodexSandbox) -> None:
-    _write(sandbox.hooks_file, OTHER_HOOKS)
+    write_json(sandbox.hooks_file, OTHER_HOOKS)
     sandbox.run_json("install", "--no-host-cli")
     installed = sandbox.hooks_file.read_bytes()
 
@@ -93,7 +86,7 @@ def test_a_file_created_by_install_is_removed_by_uninstall(sandbox: CodexSandbox
 def test_a_stale_entry_of_ours_is_updated_in_place(sandbox: CodexSandbox) -> None:
     """Codex keys trust by position: our entry keeps its place, duplicates of it go."""
     stale = "/old/venv/bin/python -I -m powercontext_codex hook user-prompt-submit"
-    _write(
+    write_json(
         sandbox.hooks_file,
         {
             "hooks": {
@@ -120,11 +113,11 @@ def test_an_older_install_gains_session_start_and_uninstall_removes_both(
 ) -> None:
     """A hooks.json from a UserPromptSubmit-only install: re-installing adds SessionStart and
     leaves the existing entry where it is; uninstall removes both and nothing else."""
-    _write(sandbox.hooks_file, OTHER_HOOKS)
+    write_json(sandbox.hooks_file, OTHER_HOOKS)
     sandbox.run_json("install", "--no-host-cli")
     document = sandbox.hooks()
     del document["hooks"]["SessionStart"]
-    _write(sandbox.hooks_file, document)
+    write_json(sandbox.hooks_file, document)
     before = document["hooks"]["UserPromptSubmit"]
 
     report = sandbox.run_json("install", "--no-host-cli")
@@ -149,7 +142,7 @@ def test_an_unreadable_hooks_file_is_never_rewritten(sandbox: CodexSandbox) -> N
 def test_a_hooks_file_codex_would_ignore_is_reported_not_merged(sandbox: CodexSandbox) -> None:
     """Codex drops a whole hooks.json with an unknown top-level key (only a warning says so)."""
     broken = {**OTHER_HOOKS, "note": "unknown to Codex"}
-    _write(sandbox.hooks_file, broken)
+    write_json(sandbox.hooks_file, broken)
     done = sandbox.run("install", "--no-host-cli")
     assert done.returncode == 1
     assert "Codex ignores" in done.stderr and "note" in done.stderr
@@ -161,20 +154,6 @@ def test_the_installed_hook_command_runs_and_injects_the_pack(
 ) -> None:
     """The command is absolute: it runs from any directory with an empty PATH, the way Codex
     runs it (``$SHELL -c``), and prints exactly the runtime's pack for the prompt."""
-    scope = "codex-test:hook-command"
-    runtime_daemon.client().post(
-        "/v1/memory/remember",
-        json={"scope_id": scope, "kind": "fact", "text": "Deploys go out on Tuesdays only"},
-    ).raise_for_status()
-    live.run_json("install", "--no-host-cli")
-    (handler,) = our_handlers(live.hooks())
-    prompt = "when do deploys go out?"
-    expected = (
-        runtime_daemon.client()
-        .post("/v1/context/prepare", json={"scope_id": scope, "query": prompt, "max_bytes": 8000})
-        .json()
-    )
-    assert expected["status"] == "ready"
     event = {
         "session_id": "s",
         "turn_id": "t",
@@ -183,25 +162,11 @@ def test_the_installed_hook_command_runs_and_injects_the_pack(
         "hook_event_name": "UserPromptSubmit",
         "model": "m",
         "permission_mode": "default",
-        "prompt": prompt,
+        "prompt": "when do deploys go out?",
     }
-    done = subprocess.run(
-        ["/bin/sh", "-c", handler["command"]],
-        input=json.dumps(event),
-        capture_output=True,
-        text=True,
-        cwd="/",
-        env=live.env(PATH="/nonexistent", POWERCONTEXT_SCOPE_ID=scope),
-        timeout=30,
+    assert_installed_hook_injects_the_pack(
+        live, runtime_daemon, event, scope_variable="POWERCONTEXT_SCOPE_ID"
     )
-    assert done.returncode == 0, done.stderr
-    envelope = json.loads(done.stdout)
-    assert envelope == {
-        "hookSpecificOutput": {
-            "hookEventName": "UserPromptSubmit",
-            "additionalContext": expected["content"],
-        }
-    }
 
 
 # ---- with the real Codex CLI -----------------------------------------------------------------
@@ -218,7 +183,7 @@ def _our_listed(sandbox: CodexSandbox, clis: HostCLIs) -> list[dict]:
 def test_install_with_codex_registers_and_trusts_the_plugin(
     live: CodexSandbox, host_clis: HostCLIs
 ) -> None:
-    live.with_codex(host_clis)
+    live.with_host_cli(host_clis)
     config_before = live.config_file.read_text("utf-8")
     report = live.run_json("install")
 
@@ -280,10 +245,10 @@ def test_with_the_plugins_feature_off_the_hook_goes_to_hooks_json_trusted(
     live: CodexSandbox, host_clis: HostCLIs
 ) -> None:
     """Codex never runs plugin hooks with `features.plugins = false`: use a user hook."""
-    live.with_codex(host_clis)
+    live.with_host_cli(host_clis)
     with open(live.config_file, "a", encoding="utf-8") as config:
         config.write("\n[features]\nplugins = false\n")
-    _write(live.hooks_file, OTHER_HOOKS)
+    write_json(live.hooks_file, OTHER_HOOKS)
     report = live.run_json("install")
 
     assert report["mode"] == "hooks"

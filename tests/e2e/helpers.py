@@ -57,6 +57,11 @@ PLUGIN_HOOK_MODULES = {"codex": "powercontext_codex", "claude-code": "powerconte
 #: The persistent data dir variable each host sets for its plugin (spec 07 § Host facts).
 PLUGIN_DATA_VARS = {"codex": "PLUGIN_DATA", "claude-code": "CLAUDE_PLUGIN_DATA"}
 
+#: Where a prepared pack starts in a model request (``tests/e2e/test_real_hosts_*``).
+PACK_BEGIN = "BEGIN_POWERCONTEXT_PREPARED_CONTEXT_V1"
+#: A turn with the runtime stopped: the hook's own 2 s deadline at most; the rest is the host's.
+DOWN_TURN_BOUND_S = 20.0
+
 
 def new_scope(label: str) -> str:
     """A scope id no other test uses (tests share one daemon per module)."""

@@ -2,8 +2,9 @@
 Claude Code 2.1.328, from npm), against a real runtime — offline, with local model stubs.
 
 Each plugin is installed by its own ``install`` into a throw-away user, in a git repository whose
-scope comes from ``remote.origin.url`` (the machine of ``test_real_hosts_plugins``). The scope
-holds one entry tagged ``bootstrap-context`` and one untagged entry, both matching the prompt.
+scope comes from ``remote.origin.url`` (a ``RealHostUser``, ``tests/support/plugin_sandbox.py``,
+as in ``test_real_hosts_plugins``). The scope holds one entry tagged ``bootstrap-context`` and
+one untagged entry, both matching the prompt.
 
 * Bootstrap on (``POWERCONTEXT_BOOTSTRAP=1`` in the host's environment): the SessionStart pack —
   byte-for-byte what ``POST /v1/context/bootstrap`` renders for the scope — reaches the model
@@ -18,40 +19,23 @@ Codex runs *without* ``--dangerously-bypass-hook-trust``: ``install`` trusted bo
 
 from __future__ import annotations
 
-import json
-import sqlite3
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import BOOTSTRAP, PREPARE, RECEIPTS, assert_envelope, remember
-from tests.e2e.test_real_hosts_plugins import (
+from tests.e2e.helpers import (
+    BOOTSTRAP,
     DOWN_TURN_BOUND_S,
-    HOSTS,
     PACK_BEGIN,
-    Machine,
-    _machine,
-    _runtime_env,
+    PREPARE,
+    RECEIPTS,
+    assert_envelope,
+    remember,
 )
-from tests.hosts.conftest import (  # noqa: F401  (shared fixtures)
-    host_clis,
-    proxy,
-    record_timing,
-)
+from tests.hosts.conftest import record_timing
 from tests.support.daemon import Daemon
-from tests.support.hosts import (
-    STUB_REPLY_TEXT,
-    AnthropicStub,
-    BlackholeProxy,
-    CompletedRun,
-    HostCLIs,
-    OpenAIResponsesStub,
-    RecordedRequest,
-    locate_text,
-    run_claude,
-    run_codex,
-)
+from tests.support.hosts import RecordedRequest, assert_hook_context, locate_text
+from tests.support.plugin_sandbox import HOSTS, PluginUserFactory, RealHostUser
 
 pytestmark = pytest.mark.e2e
 
@@ -68,67 +52,28 @@ SESSION_MARKER = "SessionStart hook additional context: "
 PROMPT_MARKER = "UserPromptSubmit hook additional context: "
 
 
-def _seed(daemon: Daemon, scope: str) -> None:
+def _seeded(host: str, daemon: Daemon, plugin_user: PluginUserFactory) -> RealHostUser:
+    """A user of ``host`` with the plugin installed, whose scope holds both entries."""
+    user = plugin_user(host, daemon)
     with daemon.client() as client:
-        remember(client, scope, TAGGED, tags=["bootstrap-context"])
-        remember(client, scope, PLAIN)
-        control = client.post(PREPARE, json={"scope_id": scope, "query": PROMPT}).json()
+        remember(client, user.scope, TAGGED, tags=["bootstrap-context"])
+        remember(client, user.scope, PLAIN)
+        control = client.post(PREPARE, json={"scope_id": user.scope, "query": PROMPT}).json()
     # Without a receipt, recall for this prompt finds both (the dedup below is the receipt's).
     assert TAGGED in control["content"] and PLAIN in control["content"], control
+    user.install()
+    return user
 
 
-def _turn(
-    machine: Machine,
-    clis: HostCLIs,
-    proxy_url: str,
-    daemon: Daemon,
-    *,
-    bootstrap: bool,
-    **extra_env: str,
-) -> tuple[CompletedRun, RecordedRequest]:
-    """One prompt in a fresh session; the switch is set the way a user would: in the shell."""
-    env = {**_runtime_env(daemon), **extra_env}
-    if bootstrap:
-        env["POWERCONTEXT_BOOTSTRAP"] = "1"
-    if machine.host == "codex":
-        with OpenAIResponsesStub() as stub:
-            run = run_codex(
-                PROMPT,
-                codex_home=machine.codex_home,
-                stub_url=stub.url,
-                cwd=machine.repo,
-                bypass_hook_trust=False,
-                clis=clis,
-                proxy_url=proxy_url,
-                extra_env=env,
-            )
-            requests = stub.model_requests()
-    else:
-        with AnthropicStub() as stub:
-            run = run_claude(
-                PROMPT,
-                home=machine.home,
-                stub_url=stub.url,
-                cwd=machine.repo,
-                clis=clis,
-                proxy_url=proxy_url,
-                extra_env=env,
-            )
-            requests = stub.model_requests()
-    assert run.returncode == 0 and STUB_REPLY_TEXT in run.stdout, run.describe()
-    assert len(requests) == 1, [r.path for r in requests]
-    return run, requests[0]
-
-
-def _expected_bootstrap(daemon: Daemon, machine: Machine) -> dict[str, Any]:
+def _expected_bootstrap(daemon: Daemon, user: RealHostUser) -> dict[str, Any]:
     """The pack the runtime renders for this scope (no event id: nothing is recorded against
     the session; the same data always renders the same bytes)."""
     body = {
-        "scope_id": machine.scope,
+        "scope_id": user.scope,
         "enabled": True,
         "profile": "powercontext.scope-bootstrap.v1",
         "lifecycle": "startup",
-        "integration": machine.host,
+        "integration": user.host,
         "max_bytes": 4096,
     }
     answer = daemon.client().post(BOOTSTRAP, json=body).json()
@@ -156,54 +101,28 @@ def _prompt_pack(host: str, request: RecordedRequest) -> str:
 
 
 def _assert_bootstrap_injected(host: str, request: RecordedRequest, pack: str) -> None:
-    if host == "codex":
-        # Its own developer message whose only text is exactly the pack, right before the
-        # prompt (the UserPromptSubmit pack comes right after it).
-        items = request.json()["input"]
-        prompt_at = next(
-            i
-            for i, item in enumerate(items)
-            if item.get("role") == "user" and item["content"][0].get("text") == PROMPT
-        )
-        (place,) = locate_text(request, pack)
-        assert (place["role"], place["type"], place["exact"]) == ("developer", "input_text", True)
-        assert place["index"] == prompt_at - 1
-    else:
-        # Claude Code: the system message, "SessionStart hook additional context: <pack>\n".
-        (place,) = locate_text(request, pack)
-        assert (place["field"], place["role"]) == ("messages", "system")
-        text = request.json()["messages"][place["index"]]["content"][place["block"]]["text"]
-        assert text.split(SESSION_MARKER, 1)[1].startswith(pack + "\n")
+    """Where SessionStart context goes: right before the prompt, the UserPromptSubmit pack
+    right after it (Codex), or a system message (Claude Code) — and the pack only once."""
+    assert_hook_context(request, pack, host=host, event="SessionStart", prompt=PROMPT)
     assert request.body.decode("utf-8").count(BOOTSTRAP_BEGIN) == 1
 
 
-def _receipts(daemon: Daemon, scope: str) -> list[tuple[str, str, str, str]]:
-    with sqlite3.connect(f"file:{daemon.home / 'powercontext.db'}?mode=ro", uri=True) as db:
-        return db.execute(
-            "SELECT receipt_id, state, integration, lifecycle FROM bootstrap_receipts "
-            "WHERE scope_id = ? ORDER BY created_at",
-            (scope,),
-        ).fetchall()
-
-
-def _log(machine: Machine) -> list[dict[str, Any]]:
-    path = machine.plugin_data_dir() / "diagnostics.log"
-    return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+def _receipts(daemon: Daemon, scope: str) -> list[tuple[Any, ...]]:
+    """``(receipt_id, state, integration, lifecycle)`` of the scope's bootstrap receipts."""
+    return daemon.query(
+        "SELECT receipt_id, state, integration, lifecycle FROM bootstrap_receipts "
+        "WHERE scope_id = ? ORDER BY created_at",
+        scope,
+    )
 
 
 @pytest.mark.parametrize("host", HOSTS)
 def test_bootstrap_on_delivers_the_pack_once_and_recall_leaves_it_out(
-    host: str,
-    tmp_path: Path,
-    module_daemon: Daemon,
-    host_clis: HostCLIs,  # noqa: F811
-    proxy: BlackholeProxy,  # noqa: F811
+    host: str, module_daemon: Daemon, plugin_user: PluginUserFactory
 ) -> None:
-    machine = _machine(host, tmp_path, module_daemon, host_clis, proxy.url)
-    _seed(module_daemon, machine.scope)
-    machine.install()
+    user = _seeded(host, module_daemon, plugin_user)
 
-    run, request = _turn(machine, host_clis, proxy.url, module_daemon, bootstrap=True)
+    run, request = user.turn(PROMPT, POWERCONTEXT_BOOTSTRAP="1")
     record_timing(f"{host} turn with SessionStart bootstrap", run.seconds)
     assert run.seconds < 60, run.describe()
     if host == "codex":
@@ -211,16 +130,16 @@ def test_bootstrap_on_delivers_the_pack_once_and_recall_leaves_it_out(
         assert "hook: UserPromptSubmit Completed" in run.stderr, run.describe()
 
     # The receipt the hook claimed (read before anything else touches the scope).
-    [(receipt_id, state, integration, lifecycle)] = _receipts(module_daemon, machine.scope)
+    [(receipt_id, state, integration, lifecycle)] = _receipts(module_daemon, user.scope)
     assert (state, integration, lifecycle) == ("injected", host, "startup")
     second = module_daemon.client().post(
         RECEIPTS,
-        json={"scope_id": machine.scope, "receipt_id": receipt_id, "state": "injected"},
+        json={"scope_id": user.scope, "receipt_id": receipt_id, "state": "injected"},
     )
     error = assert_envelope(second, 409, "receipt_conflict")
     assert error["details"] == {"state": "injected"}
 
-    expected = _expected_bootstrap(module_daemon, machine)
+    expected = _expected_bootstrap(module_daemon, user)
     _assert_bootstrap_injected(host, request, expected["content"])
 
     # The same turn's recall: the entry delivered whole at SessionStart is left out, the other
@@ -228,25 +147,17 @@ def test_bootstrap_on_delivers_the_pack_once_and_recall_leaves_it_out(
     prompt_pack = _prompt_pack(host, request)
     assert PLAIN in prompt_pack and TAGGED not in prompt_pack
     assert request.body.decode("utf-8").count(PACK_BEGIN) == 1
-    assert not [a for a in proxy.attempts if "127.0.0.1" in a]  # loopback never proxied
+    assert not [a for a in user.proxy.attempts if "127.0.0.1" in a]  # loopback never proxied
 
 
 @pytest.mark.parametrize("host", HOSTS)
 def test_bootstrap_off_by_default_injects_no_bootstrap_text(
-    host: str,
-    tmp_path: Path,
-    module_daemon: Daemon,
-    host_clis: HostCLIs,  # noqa: F811
-    proxy: BlackholeProxy,  # noqa: F811
+    host: str, module_daemon: Daemon, plugin_user: PluginUserFactory
 ) -> None:
-    machine = _machine(host, tmp_path, module_daemon, host_clis, proxy.url)
-    _seed(module_daemon, machine.scope)
-    machine.install()
+    user = _seeded(host, module_daemon, plugin_user)
 
     # Debug logging makes the SessionStart hook's otherwise silent `disabled` outcome visible.
-    run, request = _turn(
-        machine, host_clis, proxy.url, module_daemon, bootstrap=False, POWERCONTEXT_DEBUG="1"
-    )
+    run, request = user.turn(PROMPT, POWERCONTEXT_DEBUG="1")
     assert run.seconds < 60, run.describe()
     raw = request.body.decode("utf-8")
     assert BOOTSTRAP_BEGIN not in raw and BOOTSTRAP_HEADER not in raw
@@ -255,31 +166,25 @@ def test_bootstrap_off_by_default_injects_no_bootstrap_text(
     # No delivery, so recall is the plain one: both relevant entries.
     prompt_pack = _prompt_pack(host, request)
     assert PLAIN in prompt_pack and TAGGED in prompt_pack
-    assert all(state != "injected" for _, state, _, _ in _receipts(module_daemon, machine.scope))
-    outcomes = {(line["component"], line["event"], line["outcome"]) for line in _log(machine)}
+    assert all(state != "injected" for _, state, _, _ in _receipts(module_daemon, user.scope))
+    outcomes = {(line["component"], line["event"], line["outcome"]) for line in user.diagnostics()}
     assert (f"powercontext.{host}.session-start", "context_bootstrap", "disabled") in outcomes
 
 
 @pytest.mark.parametrize("host", HOSTS)
 def test_bootstrap_with_the_runtime_stopped_starts_quickly_and_injects_nothing(
-    host: str,
-    tmp_path: Path,
-    daemon: Daemon,
-    host_clis: HostCLIs,  # noqa: F811
-    proxy: BlackholeProxy,  # noqa: F811
+    host: str, daemon: Daemon, plugin_user: PluginUserFactory
 ) -> None:
-    machine = _machine(host, tmp_path, daemon, host_clis, proxy.url)
-    _seed(daemon, machine.scope)
-    machine.install()
+    user = _seeded(host, daemon, plugin_user)
     assert daemon.stop() == 0
 
-    run, request = _turn(machine, host_clis, proxy.url, daemon, bootstrap=True)
+    run, request = user.turn(PROMPT, POWERCONTEXT_BOOTSTRAP="1")
     record_timing(f"{host} bootstrap turn with the runtime stopped", run.seconds)
     assert run.seconds < DOWN_TURN_BOUND_S, run.describe()
     raw = request.body.decode("utf-8")
     assert BOOTSTRAP_BEGIN not in raw and BOOTSTRAP_HEADER not in raw
     assert PACK_BEGIN not in raw and PREPARED_HEADER not in raw
-    lines = _log(machine)
+    lines = user.diagnostics()
     assert sorted((line["event"], line["outcome"]) for line in lines) == [
         ("context_bootstrap", "server_unavailable"),
         ("context_prepare", "server_unavailable"),

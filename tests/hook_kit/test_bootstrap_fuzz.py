@@ -1,17 +1,17 @@
 """Bootstrap fuzzing: mutated ``powercontext.bootstrap-context.v1`` answers never get a bad pack in.
 
-Same method as ``test_fuzz.py`` for the prepared pack: a seeded mutator starts from valid
-responses (ready, empty, skipped, with memory and handoff items) and breaks keys, types, enums,
-byte counts, digests, receipts, items and raw bytes. An independent oracle (stdlib ``json`` and
-spec 05 read literally) decides what should be accepted; ``decode_bootstrap`` must agree on every
-body and may raise nothing but ``InvalidResponse``. A smaller sample runs through the whole hook.
+Same method as ``test_fuzz.py`` for the prepared pack (shared in ``tests/support/fuzzing.py``):
+a seeded mutator starts from valid responses (ready, empty, skipped, with memory and handoff
+items) and breaks keys, types, enums, byte counts, digests, receipts, items and raw bytes. An
+independent oracle (stdlib ``json`` and spec 05 read literally) decides what should be accepted;
+``decode_bootstrap`` must agree on every body and may raise nothing but ``InvalidResponse``. A
+smaller sample runs through the whole hook.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import random
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,17 @@ from tests.hook_kit.bootstrap_support import (
 )
 from tests.hook_kit.conftest import hook_env
 from tests.hook_kit.stub import Reply, StubRuntime
+from tests.support.fuzzing import (
+    FUZZ_CHARACTERS,
+    Rejected,
+    ResponseFuzzer,
+    break_field,
+    encode,
+    odd_values,
+    random_text,
+    ready_answer,
+    strict_json,
+)
 
 SCHEMA = "powercontext.bootstrap-context.v1"
 KEYS = (
@@ -44,29 +55,10 @@ RECEIPT_KEYS = ("receipt_id", "state", "ephemeral")
 SEED = 20250105
 CASES = 8_000
 
-ALPHABET = (
-    "abcXYZ 09\n\t\"\\/{}[]:,'<>`*#…—é测试字😀\u0301\u200b\u2028\u00a0\x00\x01\x1b\x7f"
+ALPHABET = FUZZ_CHARACTERS + (
     "BEGIN_POWERCONTEXT_BOOTSTRAP_CONTEXT_V1 END_POWERCONTEXT_BOOTSTRAP_CONTEXT_V1"
 )
-ODD_VALUES: list[Any] = [
-    None,
-    True,
-    False,
-    0,
-    -1,
-    1.0,
-    10**30,
-    "",
-    " ",
-    "ready",
-    "skipped",
-    "pending",
-    SCHEMA,
-    [],
-    {},
-    ["x"],
-    {"content": "x"},
-]
+ODD_VALUES = odd_values(SCHEMA, ("ready", "skipped", "pending"))
 
 
 def sha(text: str) -> str:
@@ -74,27 +66,6 @@ def sha(text: str) -> str:
 
 
 # --- the oracle ------------------------------------------------------------------------------
-
-
-class _Reject(Exception):
-    pass
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    if len({key for key, _ in pairs}) != len(pairs):
-        raise _Reject
-    return dict(pairs)
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _Reject
-    return value
-
-
-def _no_constants(name: str) -> None:
-    raise _Reject
 
 
 def _all_strings_unicode(value: Any) -> bool:
@@ -146,13 +117,8 @@ def _item_ok(item: Any) -> bool:
 def oracle_accepts(body: bytes, budget: int) -> bool:
     """Spec 05/07 read literally: exact keys and types, the invariants, the budget."""
     try:
-        document = json.loads(
-            body.decode("utf-8"),
-            object_pairs_hook=_pairs,
-            parse_float=_finite,
-            parse_constant=_no_constants,
-        )
-    except (UnicodeDecodeError, ValueError, _Reject, RecursionError):
+        document = strict_json(body)
+    except Rejected:
         return False
     if not _all_strings_unicode(document):
         return False
@@ -203,12 +169,8 @@ def oracle_accepts(body: bytes, budget: int) -> bool:
 # --- the mutator -----------------------------------------------------------------------------
 
 
-def random_text(rng: random.Random, limit: int) -> str:
-    return "".join(rng.choice(ALPHABET) for _ in range(rng.randint(1, limit)))
-
-
 def random_item(rng: random.Random, index: int) -> dict[str, Any]:
-    text = random_text(rng, 30)
+    text = random_text(rng, ALPHABET, 30)
     if rng.random() < 0.2:
         citation: dict[str, Any] = {
             "artifact_ref": {"family": "handoff", "artifact_id": "handoff", "revision": index + 1}
@@ -247,15 +209,10 @@ def valid_document(rng: random.Random) -> dict[str, Any]:
             "omitted": rng.choice([0, 0, 3]),
             "receipt": {"receipt_id": receipt_id, "state": state, "ephemeral": ephemeral},
         }
-    content = random_text(rng, 150)
-    if not content.strip():
-        content += "x"
+    document = ready_answer(rng, SCHEMA, ALPHABET, 150)
     return {
-        "schema": SCHEMA,
-        "status": "ready",
-        "content": content,
-        "content_bytes": len(content.encode("utf-8")),
-        "pack_digest": sha(content),
+        **document,
+        "pack_digest": sha(document["content"]),
         "items": [random_item(rng, index) for index in range(rng.randint(1, 4))],
         "omitted": rng.choice([0, 1, 7]),
         "receipt": {"receipt_id": receipt_id, "state": "pending", "ephemeral": False},
@@ -264,13 +221,8 @@ def valid_document(rng: random.Random) -> dict[str, Any]:
 
 def _mutate_mapping(mapping: dict[str, Any], keys: tuple[str, ...], rng: random.Random) -> None:
     key = rng.choice(keys)
-    choice = rng.randrange(3)
-    if choice == 0:
-        mapping.pop(key, None)
-    elif choice == 1:
-        mapping[rng.choice(["content", "Kind", "extra", "state ", "ephemeral_"])] = 1
-    else:
-        mapping[key] = rng.choice(ODD_VALUES)
+    unknown = ["content", "Kind", "extra", "state ", "ephemeral_"]
+    break_field(mapping, key, rng.randrange(3), rng, unknown_keys=unknown, odd_values=ODD_VALUES)
 
 
 def mutate_document(document: dict[str, Any], rng: random.Random) -> Any:
@@ -297,9 +249,9 @@ def mutate_document(document: dict[str, Any], rng: random.Random) -> Any:
     elif choice == 7:
         document["content"] = rng.choice([" ", "\n\t ", "\u3000", "", None])
     elif choice == 8:
-        document["content"] = random_text(rng, 40)  # bytes and digest now likely wrong
+        document["content"] = random_text(rng, ALPHABET, 40)  # bytes and digest now likely wrong
     elif choice == 9:  # a different pack, consistently described: valid if within budget
-        text = random_text(rng, 60) + "x"
+        text = random_text(rng, ALPHABET, 60) + "x"
         document.update(
             content=text, content_bytes=len(text.encode("utf-8")), pack_digest=sha(text)
         )
@@ -341,81 +293,39 @@ def mutate_document(document: dict[str, Any], rng: random.Random) -> Any:
     return document
 
 
-def mutate_bytes(body: bytes, rng: random.Random) -> bytes:
-    choice = rng.randrange(9)
-    position = rng.randrange(len(body) + 1)
-    if choice == 0:
-        return body[:position]
-    if choice == 1:
-        return body[:position] + bytes([rng.randrange(256)]) + body[position + 1 :]
-    if choice == 2:
-        return body[:position] + bytes([rng.randrange(256)]) + body[position:]
-    if choice == 3:
-        return b"\xef\xbb\xbf" + body
-    if choice == 4:
-        return body + rng.choice([b"{}", b" ", b"\n", b"x", b"\x00"])
-    if choice == 5:
-        return body.replace(b'"content"', b'"content":"dup","content"', 1)
-    if choice == 6:
-        return body.replace(b'"state": "', b'"state": "pending", "state": "', 1)
-    if choice == 7:
-        return body.replace(b'"scope_id": "', b'"scope_id": "\\udc80', 1)
-    return body.decode("utf-8").encode("utf-16")
-
-
-def encode(document: Any, rng: random.Random) -> bytes:
-    return json.dumps(
-        document,
-        ensure_ascii=rng.random() < 0.5,
-        indent=rng.choice([None, None, 1]),
-        sort_keys=rng.random() < 0.3,
-    ).encode("utf-8")
-
-
-def generate(rng: random.Random) -> tuple[bytes, int]:
-    document = valid_document(rng)
-    budget = rng.choice([512, 4096, 8192, rng.randint(1, 600)])
-    roll = rng.random()
-    if roll < 0.15:
-        return encode(document, rng), budget
-    if roll < 0.8:
-        mutated: Any = document
-        for _ in range(rng.randint(1, 3)):
-            if not isinstance(mutated, dict):
-                break
-            mutated = mutate_document(mutated, rng)
-        return encode(mutated, rng), budget
-    return mutate_bytes(encode(document, rng), rng), budget
+BOOTSTRAP_ANSWERS = ResponseFuzzer(
+    valid_document=valid_document,
+    mutate_document=mutate_document,
+    oracle_accepts=oracle_accepts,
+    budgets=(512, 4096, 8192),
+    mutated_below=0.8,
+    splices=(
+        (b'"state": "', b'"state": "pending", "state": "'),  # a duplicate key
+        (b'"scope_id": "', b'"scope_id": "\\udc80'),  # lone surrogate escape in a string
+    ),
+)
 
 
 # --- the properties --------------------------------------------------------------------------
 
 
 def test_mutated_bootstrap_responses_are_accepted_exactly_when_valid() -> None:
-    rng = random.Random(SEED)
-    accepted = rejected = ready = 0
-    for index in range(CASES):
-        body, budget = generate(rng)
-        expected = oracle_accepts(body, budget)
-        try:
-            pack = decode_bootstrap(body, budget)
-        except InvalidResponse:
-            assert not expected, (index, body[:300], budget)
-            rejected += 1
-            continue
-        assert expected, (index, body[:300], budget)
-        accepted += 1
+    run = BOOTSTRAP_ANSWERS.decode_cases(decode_bootstrap, InvalidResponse, seed=SEED, cases=CASES)
+    ready = 0
+    for case in run.accepted:
+        pack = case.decoded
         if pack.status == "ready":
             ready += 1
             assert pack.content is not None
             encoded = pack.content.encode("utf-8")
-            assert len(encoded) == pack.content_bytes <= budget
+            assert len(encoded) == pack.content_bytes <= case.budget
             assert pack.pack_digest == sha(pack.content)
             assert pack.receipt.state == "pending" and not pack.receipt.ephemeral
             envelope = json.loads(hook_output("SessionStart", pack.content))
             assert envelope["hookSpecificOutput"]["additionalContext"] == pack.content
         else:
             assert pack.content is None and pack.items == () and pack.pack_digest is None
+    accepted, rejected = len(run.accepted), run.rejected
     assert accepted > CASES // 20 and rejected > CASES // 2 and ready > CASES // 40, (
         accepted,
         rejected,
@@ -439,7 +349,7 @@ def test_mutated_receipt_answers_raise_only_invalid_response() -> None:
             document = rng.choice([[document], None, "x"])
         body = encode(document, rng)
         if rng.random() < 0.3:
-            body = mutate_bytes(body, rng)
+            body = BOOTSTRAP_ANSWERS.mutate_bytes(body, rng)
         try:
             recorded = decode_receipt(body)
         except InvalidResponse:
@@ -452,27 +362,21 @@ def test_mutated_receipt_answers_raise_only_invalid_response() -> None:
 
 def test_mutated_bootstrap_responses_end_to_end(stub: StubRuntime, tmp_path: Path) -> None:
     """The whole hook: exit 0, one envelope or nothing, injected only when the oracle agrees."""
-    rng = random.Random(SEED + 1)
     env = hook_env(stub.url, tmp_path / "data", POWERCONTEXT_BOOTSTRAP="1")
-    for index in range(250):
-        body, _ = generate(rng)
-        budget = rng.choice([512, 4096])
-        stub.replies[BOOTSTRAP] = Reply(200, body)
+    for case in BOOTSTRAP_ANSWERS.hook_cases(seed=SEED + 1, count=250, budgets=(512, 4096)):
+        stub.replies[BOOTSTRAP] = Reply(200, case.body)
         try:
-            claimed = json.loads(body)["receipt"]["receipt_id"]
+            claimed = json.loads(case.body)["receipt"]["receipt_id"]
             stub.replies[RECEIPTS] = Reply(200, receipt_body(claimed))
         except (ValueError, KeyError, TypeError):
             stub.replies[RECEIPTS] = Reply(200, receipt_body())
         run = run_session_start(
-            session_event(), {**env, "POWERCONTEXT_BOOTSTRAP_MAX_BYTES": str(budget)}
+            session_event(), {**env, "POWERCONTEXT_BOOTSTRAP_MAX_BYTES": str(case.budget)}
         )
         assert run.code == 0
-        injected = run.injected("SessionStart")
-        if oracle_accepts(body, budget) and json.loads(body)["status"] == "ready":
-            assert injected == json.loads(body)["content"], index
-        else:
-            assert injected is None, (index, body[:300])
+        assert run.injected("SessionStart") == case.expected, (case.index, case.body[:300])
+        if case.expected is None:
             assert run.outcome("context_bootstrap") in ("empty", "skipped", "invalid_response"), (
-                index,
+                case.index,
                 run.lines,
             )

@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -49,6 +51,13 @@ class Daemon:
             headers={"Authorization": f"Bearer {token or self.token}"},
             timeout=30,
         )
+
+    def query(self, sql: str, *params: object) -> list[tuple[Any, ...]]:
+        """Rows of the runtime's SQLite database, opened read-only: what the runtime stored,
+        seen without going through the API under test."""
+        database = f"file:{self.home / 'powercontext.db'}?mode=ro"
+        with closing(sqlite3.connect(database, uri=True)) as db:
+            return db.execute(sql, params).fetchall()
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         if self.process.poll() is None:

@@ -10,6 +10,8 @@ Everything here is stdlib only so later end-to-end tests can import it cheaply:
   internet is recorded and refused locally instead of leaving the machine.
 * :func:`run_claude` / :func:`run_codex` write the host's config into a throw-away home and run
   one non-interactive turn.
+* :func:`run_host_turn` runs one turn of either host against a fresh model stub, and
+  :func:`assert_hook_context` checks where a hook's context landed in the model request.
 
 The verified facts behind these choices are in ``docs/decisions/real-host-facts.md``.
 """
@@ -938,6 +940,58 @@ def run_codex_cli(
     return run_process("codex", [str(clis.codex), *args], env=env, cwd=cwd, timeout=timeout)
 
 
+# ---- either host ----------------------------------------------------------------------------
+
+
+def run_host_turn(
+    host: str,
+    prompt: str,
+    *,
+    home: Path,
+    cwd: Path,
+    clis: HostCLIs,
+    proxy_url: str,
+    extra_env: Mapping[str, str],
+) -> tuple[CompletedRun, RecordedRequest]:
+    """One prompt in a fresh session of the real ``host`` (``"codex"`` / ``"claude-code"``, the
+    user's ``home`` as prepared, e.g. by a plugin install) against a fresh model stub.
+
+    Codex runs *without* ``--dangerously-bypass-hook-trust``: its hooks must already be trusted,
+    as a user's would be. Asserts the turn completed with the stub's reply after exactly one
+    model request, and returns the run and that request.
+    """
+    if host == "codex":
+        with OpenAIResponsesStub() as openai:
+            run = run_codex(
+                prompt,
+                codex_home=home / ".codex",
+                stub_url=openai.url,
+                cwd=cwd,
+                bypass_hook_trust=False,
+                clis=clis,
+                proxy_url=proxy_url,
+                extra_env=extra_env,
+            )
+            requests = openai.model_requests()
+    elif host == "claude-code":
+        with AnthropicStub() as anthropic:
+            run = run_claude(
+                prompt,
+                home=home,
+                stub_url=anthropic.url,
+                cwd=cwd,
+                clis=clis,
+                proxy_url=proxy_url,
+                extra_env=extra_env,
+            )
+            requests = anthropic.model_requests()
+    else:
+        raise ValueError(f"unknown host {host!r}")
+    assert run.returncode == 0 and STUB_REPLY_TEXT in run.stdout, run.describe()
+    assert len(requests) == 1, [r.path for r in requests]
+    return run, requests[0]
+
+
 def codex_hooks_list(
     codex_home: Path,
     cwd: Path,
@@ -1182,6 +1236,39 @@ def locate_text(request: RecordedRequest, needle: str) -> list[dict[str, Any]]:
                         }
                     )
     return found
+
+
+#: Where Codex puts a hook's context: its own developer message, right before the prompt
+#: (SessionStart) or right after it (UserPromptSubmit).
+_CODEX_CONTEXT_OFFSET = {"SessionStart": -1, "UserPromptSubmit": 1}
+
+
+def assert_hook_context(
+    request: RecordedRequest, pack: str, *, host: str, event: str, prompt: str
+) -> None:
+    """``pack`` reached the model request whole, once, as the context of ``event``'s hook, in the
+    place ``host`` (``"codex"`` / ``"claude-code"``) gives it.
+
+    Codex: a developer message whose only text is exactly the pack, next to the prompt (see
+    ``_CODEX_CONTEXT_OFFSET``). Claude Code: a system message
+    ``"<event> hook additional context: <pack>\n"``.
+    """
+    (place,) = locate_text(request, pack)
+    if host == "codex":
+        items = request.json()["input"]
+        prompt_at = next(
+            i
+            for i, item in enumerate(items)
+            if item.get("role") == "user" and item["content"][0].get("text") == prompt
+        )
+        assert (place["role"], place["type"], place["exact"]) == ("developer", "input_text", True)
+        assert place["index"] == prompt_at + _CODEX_CONTEXT_OFFSET[event]
+    elif host == "claude-code":
+        assert (place["field"], place["role"]) == ("messages", "system")
+        text = request.json()["messages"][place["index"]]["content"][place["block"]]["text"]
+        assert text.split(f"{event} hook additional context: ", 1)[1].startswith(pack + "\n")
+    else:
+        raise ValueError(f"unknown host {host!r}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,28 +13,19 @@ verified against the real CLI (``docs/decisions/real-host-facts.md``, ``plugin-i
 
 from __future__ import annotations
 
-import functools
-import os
 from collections.abc import Mapping
-from importlib.resources import files
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 from powercontext_hook_kit.install import (
     HOOK_EVENTS,
-    Change,
     Check,
     HookRegistration,
     HostIntegration,
     InstallContext,
     InstallError,
-    iter_hook_handlers,
     load_json_object,
-    point_marketplace,
-    run_cli,
 )
-from powercontext_hook_kit.settings import plugin_data_dir
 
 from . import __version__
 
@@ -60,12 +51,11 @@ class ClaudeCodeIntegration(HostIntegration):
     module = "powercontext_claude_code"
     script = "powercontext-claude-code"
     cli_name = "claude"
+    config_dir_var = "CLAUDE_CONFIG_DIR"
+    config_dir_name = ".claude"
     version = __version__
 
     # ---- places ---------------------------------------------------------------------------
-
-    def template(self) -> Traversable:
-        return files("powercontext_claude_code") / "plugin"
 
     def marketplace_files(self) -> dict[str, Any]:
         return {
@@ -84,24 +74,11 @@ class ClaudeCodeIntegration(HostIntegration):
             }
         }
 
-    def config_dir(self, env: Mapping[str, str]) -> Path:
-        configured = env.get("CLAUDE_CONFIG_DIR", "").strip()
-        if configured:
-            return Path(os.path.expanduser(configured)).absolute()
-        return Path(env.get("HOME") or os.path.expanduser("~")) / ".claude"
-
     def user_hooks_file(self, env: Mapping[str, str]) -> Path:
         return self.config_dir(env) / "settings.json"
 
     def shell_argv(self, env: Mapping[str, str]) -> list[str]:
         return ["/bin/sh", "-c"]  # Claude Code ignores $SHELL for hooks
-
-    def data_dir_vars(self) -> list[str]:
-        return ["CLAUDE_PLUGIN_DATA", "PLUGIN_DATA"]
-
-    def plugin_data_dir(self, env: Mapping[str, str]) -> Path:
-        name = f"{self.plugin_name}-{self.marketplace_name}"  # created by `plugin install`
-        return self.config_dir(env) / "plugins" / "data" / name
 
     def sample_event(self, cwd: str, prompt: str) -> dict[str, Any]:
         return {
@@ -116,18 +93,14 @@ class ClaudeCodeIntegration(HostIntegration):
 
     # ---- talking to claude ---------------------------------------------------------------
 
-    def _claude(self, ctx: InstallContext, *args: str, check: bool = True) -> Any:
-        assert ctx.host_cli is not None
-        return run_cli([ctx.host_cli, *args], env=ctx.env, cwd=ctx.cwd, check=check)
-
-    def _marketplace_path(self, ctx: InstallContext) -> str | None:
-        for market in self._claude(ctx, "plugin", "marketplace", "list", "--json").json():
+    def registered_marketplace(self, ctx: InstallContext) -> str | None:
+        for market in self.run_host_cli(ctx, "plugin", "marketplace", "list", "--json").json():
             if isinstance(market, dict) and market.get("name") == self.marketplace_name:
                 return str(market.get("path") or market.get("installLocation"))
         return None
 
     def _installed_plugin(self, ctx: InstallContext) -> dict[str, Any] | None:
-        for plugin in self._claude(ctx, "plugin", "list", "--json").json():
+        for plugin in self.run_host_cli(ctx, "plugin", "list", "--json").json():
             if (
                 isinstance(plugin, dict)
                 and plugin.get("id") == self.plugin_id
@@ -135,11 +108,6 @@ class ClaudeCodeIntegration(HostIntegration):
             ):
                 return plugin
         return None
-
-    def _ran(self, ctx: InstallContext, *args: str, detail: str = "") -> None:
-        ctx.backups.before_change(self.user_hooks_file(ctx.env))
-        result = self._claude(ctx, *args)
-        ctx.report.add(Change("ran", result.display(), detail))
 
     # ---- install / uninstall ---------------------------------------------------------------
 
@@ -154,21 +122,16 @@ class ClaudeCodeIntegration(HostIntegration):
         return "plugin"
 
     def register_plugin(self, ctx: InstallContext, marketplace: Path) -> None:
-        point_marketplace(
-            functools.partial(self._ran, ctx),
-            self.marketplace_name,
-            self._marketplace_path(ctx),
-            marketplace,
-        )
+        self.point_marketplace(ctx, marketplace)
         installed = self._installed_plugin(ctx)
         if installed is None:
-            self._ran(ctx, "plugin", "install", self.plugin_id, "--scope", "user")
+            self.run_change(ctx, "plugin", "install", self.plugin_id, "--scope", "user")
         elif installed.get("enabled") is not True:
-            self._ran(ctx, "plugin", "enable", self.plugin_id)
+            self.run_change(ctx, "plugin", "enable", self.plugin_id)
 
     def unregister_plugin(self, ctx: InstallContext) -> None:
         if self._installed_plugin(ctx) is not None:
-            self._ran(
+            self.run_change(
                 ctx,
                 "plugin",
                 "uninstall",
@@ -177,9 +140,7 @@ class ClaudeCodeIntegration(HostIntegration):
                 "user",
                 detail=f"also removes {self.plugin_data_dir(ctx.env)}",
             )
-        path = self._marketplace_path(ctx)
-        if path is not None and os.path.realpath(path) == os.path.realpath(self.marketplace_dir()):
-            self._ran(ctx, "plugin", "marketplace", "remove", self.marketplace_name)
+        self.remove_marketplace(ctx)
 
     # ---- doctor ----------------------------------------------------------------------------
 
@@ -196,18 +157,6 @@ class ClaudeCodeIntegration(HostIntegration):
             if text is not None:
                 env[f"CLAUDE_PLUGIN_OPTION_{key.upper()}"] = text
         return env
-
-    def _our_handlers(self, document: Mapping[str, Any]) -> list[tuple[str, str]]:
-        """``(hook name, command)`` of each of our handlers under its own event."""
-        found = []
-        for event, _group, _index, handler in iter_hook_handlers(document):
-            name = self.is_ours(handler)
-            if name is not None and HOOK_EVENTS.get(name) == event:
-                found.append((name, str(handler["command"])))
-        return found
-
-    def _hook_commands_in(self, folder: Path) -> list[tuple[str, str]]:
-        return self._our_handlers(load_json_object(folder / "hooks" / "hooks.json") or {})
 
     def _plugin_folder_from_settings(self, settings: Mapping[str, Any]) -> Path | None:
         """Without ``claude``: our plugin's folder if settings.json enables it."""
@@ -238,14 +187,13 @@ class ClaudeCodeIntegration(HostIntegration):
             checks.append(Check("hooks", "fail", str(exc)))
             return registration
         places: dict[str, list[str]] = {name: [] for name in HOOK_EVENTS}
-        for name, command in self._our_handlers(settings):
+        for name, command in self.our_hook_commands(settings):
             places[name].append(f"hook in {settings_file}")
             registration.commands[name] = command
-            clean = {k: v for k, v in ctx.env.items() if k not in self.data_dir_vars()}
-            registration.data_dir = plugin_data_dir(self.host, clean)
+            registration.data_dir = self.user_hook_data_dir(ctx.env)
         folder: Path | None
         if ctx.host_cli is not None:
-            version = self._claude(ctx, "--version", check=False).stdout.strip() or "unknown"
+            version = self.run_host_cli(ctx, "--version", check=False).stdout.strip() or "unknown"
             checks.append(Check("host", "info", f"Claude Code {version} ({ctx.host_cli})"))
             try:
                 plugin = self._installed_plugin(ctx)
@@ -272,7 +220,7 @@ class ClaudeCodeIntegration(HostIntegration):
             folder = self._plugin_folder_from_settings(settings)
         if folder is not None:
             try:
-                in_plugin = self._hook_commands_in(folder)
+                in_plugin = self.plugin_hook_commands(folder)
             except InstallError as exc:
                 checks.append(Check("hooks", "fail", str(exc)))
                 in_plugin = []

@@ -16,7 +16,6 @@ against the real CLI (``docs/decisions/real-host-facts.md``, ``plugin-install.md
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import queue
@@ -27,8 +26,6 @@ import threading
 import time
 import tomllib
 from collections.abc import Mapping, Sequence
-from importlib.resources import files
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +37,9 @@ from powercontext_hook_kit.install import (
     HostIntegration,
     InstallContext,
     InstallError,
-    iter_hook_handlers,
     load_json_object,
-    point_marketplace,
-    run_cli,
     same_tree,
 )
-from powercontext_hook_kit.settings import plugin_data_dir
 
 from . import __version__
 
@@ -185,12 +178,11 @@ class CodexIntegration(HostIntegration):
     module = "powercontext_codex"
     script = "powercontext-codex"
     cli_name = "codex"
+    config_dir_var = "CODEX_HOME"
+    config_dir_name = ".codex"
     version = __version__
 
     # ---- places ---------------------------------------------------------------------------
-
-    def template(self) -> Traversable:
-        return files("powercontext_codex") / "plugin"
 
     def marketplace_files(self) -> dict[str, Any]:
         return {
@@ -208,36 +200,17 @@ class CodexIntegration(HostIntegration):
             }
         }
 
-    def codex_home(self, env: Mapping[str, str]) -> Path:
-        configured = env.get("CODEX_HOME", "").strip()
-        if configured:
-            return Path(os.path.expanduser(configured)).absolute()
-        return Path(env.get("HOME") or os.path.expanduser("~")) / ".codex"
-
     def user_hooks_file(self, env: Mapping[str, str]) -> Path:
-        return self.codex_home(env) / "hooks.json"
+        return self.config_dir(env) / "hooks.json"
 
     def config_file(self, env: Mapping[str, str]) -> Path:
-        return self.codex_home(env) / "config.toml"
+        return self.config_dir(env) / "config.toml"
+
+    def cli_config_file(self, env: Mapping[str, str]) -> Path:
+        return self.config_file(env)  # `codex plugin …` records plugins in config.toml
 
     def shell_argv(self, env: Mapping[str, str]) -> list[str]:
         return [env.get("SHELL") or "/bin/sh", "-c"]  # Codex runs hooks with `$SHELL -c`
-
-    def data_dir_vars(self) -> list[str]:
-        return ["PLUGIN_DATA", "CLAUDE_PLUGIN_DATA"]
-
-    def plugin_data_dir(self, env: Mapping[str, str]) -> Path:
-        return (
-            self.codex_home(env)
-            / "plugins"
-            / "data"
-            / f"{self.plugin_name}-{self.marketplace_name}"
-        )
-
-    def user_hook_data_dir(self, env: Mapping[str, str]) -> str:
-        """Where a user-config hook logs (no ``PLUGIN_DATA`` is set for it)."""
-        clean = {key: value for key, value in env.items() if key not in self.data_dir_vars()}
-        return plugin_data_dir(self.host, clean)
 
     def sample_event(self, cwd: str, prompt: str) -> dict[str, Any]:
         return {
@@ -270,35 +243,26 @@ class CodexIntegration(HostIntegration):
 
     # ---- talking to codex ----------------------------------------------------------------
 
-    def _codex(self, ctx: InstallContext, *args: str, check: bool = True) -> Any:
-        assert ctx.host_cli is not None
-        return run_cli([ctx.host_cli, *args], env=ctx.env, cwd=ctx.cwd, check=check)
-
     def _plugins_feature_on(self, ctx: InstallContext) -> bool:
-        for line in self._codex(ctx, "features", "list").stdout.splitlines():
+        for line in self.run_host_cli(ctx, "features", "list").stdout.splitlines():
             parts = line.split()
             if parts and parts[0] == "plugins":
                 return parts[-1] == "true"
         return False
 
     def _installed_plugin(self, ctx: InstallContext) -> dict[str, Any] | None:
-        listing = self._codex(ctx, "plugin", "list", "--json").json()
+        listing = self.run_host_cli(ctx, "plugin", "list", "--json").json()
         for plugin in listing.get("installed", []):
             if plugin.get("pluginId") == self.plugin_id:
                 return plugin
         return None
 
-    def _marketplace_root(self, ctx: InstallContext) -> str | None:
-        listing = self._codex(ctx, "plugin", "marketplace", "list", "--json").json()
+    def registered_marketplace(self, ctx: InstallContext) -> str | None:
+        listing = self.run_host_cli(ctx, "plugin", "marketplace", "list", "--json").json()
         for market in listing.get("marketplaces", []):
             if market.get("name") == self.marketplace_name:
                 return str(market.get("root"))
         return None
-
-    def _ran(self, ctx: InstallContext, *args: str, detail: str = "") -> None:
-        ctx.backups.before_change(self.config_file(ctx.env))
-        result = self._codex(ctx, *args)
-        ctx.report.add(Change("ran", result.display(), detail))
 
     def _is_ours_listed(self, hook: Mapping[str, Any], ctx: InstallContext) -> bool:
         """One of the hooks *we* installed: our command, in our plugin or our user file."""
@@ -405,15 +369,10 @@ class CodexIntegration(HostIntegration):
         return "plugin"
 
     def register_plugin(self, ctx: InstallContext, marketplace: Path) -> None:
-        point_marketplace(
-            functools.partial(self._ran, ctx),
-            self.marketplace_name,
-            self._marketplace_root(ctx),
-            marketplace,
-        )
+        self.point_marketplace(ctx, marketplace)
         installed = self._installed_plugin(ctx)
         cache = (
-            self.codex_home(ctx.env)
+            self.config_dir(ctx.env)
             / "plugins"
             / "cache"
             / self.marketplace_name
@@ -426,7 +385,7 @@ class CodexIntegration(HostIntegration):
             and same_tree(cache, self.plugin_dir(), ignore=(".powercontext-managed.json",))
         )
         if not current:
-            self._ran(ctx, "plugin", "add", self.plugin_id, detail=f"copied to {cache}")
+            self.run_change(ctx, "plugin", "add", self.plugin_id, detail=f"copied to {cache}")
         self._trust(ctx)
 
     def after_merge(self, ctx: InstallContext, hooks_file: Path) -> None:
@@ -448,10 +407,8 @@ class CodexIntegration(HostIntegration):
     def unregister_plugin(self, ctx: InstallContext) -> None:
         self._untrust(ctx, self._trust_entries(ctx))
         if self._installed_plugin(ctx) is not None:
-            self._ran(ctx, "plugin", "remove", self.plugin_id)
-        root = self._marketplace_root(ctx)
-        if root is not None and os.path.realpath(root) == os.path.realpath(self.marketplace_dir()):
-            self._ran(ctx, "plugin", "marketplace", "remove", self.marketplace_name)
+            self.run_change(ctx, "plugin", "remove", self.plugin_id)
+        self.remove_marketplace(ctx)
         data = self.plugin_data_dir(ctx.env)
         if data.is_dir():  # Codex does not create it; our hook did (diagnostics log)
             shutil.rmtree(data)
@@ -464,7 +421,9 @@ class CodexIntegration(HostIntegration):
         checks = registration.checks
         if ctx.host_cli is None:
             return self._inspect_files(ctx, registration)
-        version = self._codex(ctx, "--version", check=False).stdout.strip() or "unknown version"
+        version = (
+            self.run_host_cli(ctx, "--version", check=False).stdout.strip() or "unknown version"
+        )
         checks.append(Check("host", "info", f"{version} ({ctx.host_cli})"))
         try:
             with AppServer(ctx.host_cli, ctx.env, ctx.cwd) as server:
@@ -567,23 +526,16 @@ class CodexIntegration(HostIntegration):
         except InstallError as exc:
             checks.append(Check("hooks", "fail", str(exc)))
             return registration
-        for event, _group, _index, handler in iter_hook_handlers(document):
-            name = self.is_ours(handler)
-            if name in places and HOOK_EVENTS[name] == event:
-                places[name].append(f"user hook in {self.user_hooks_file(ctx.env)}")
-                registration.commands[name] = str(handler["command"])
-                registration.data_dir = self.user_hook_data_dir(ctx.env)
+        for name, command in self.our_hook_commands(document):
+            places[name].append(f"user hook in {self.user_hooks_file(ctx.env)}")
+            registration.commands[name] = command
+            registration.data_dir = self.user_hook_data_dir(ctx.env)
         if self.plugin_registered_in_config(ctx):
-            plugin_hooks = self.plugin_dir() / "hooks" / "hooks.json"
             with contextlib.suppress(InstallError):
-                for event, _g, _i, handler in iter_hook_handlers(
-                    load_json_object(plugin_hooks) or {}
-                ):
-                    name = self.is_ours(handler)
-                    if name in places and HOOK_EVENTS[name] == event:
-                        places[name].append(f"plugin {self.plugin_id}")
-                        registration.commands[name] = str(handler["command"])
-                        registration.data_dir = str(self.plugin_data_dir(ctx.env))
+                for name, command in self.plugin_hook_commands(self.plugin_dir()):
+                    places[name].append(f"plugin {self.plugin_id}")
+                    registration.commands[name] = command
+                    registration.data_dir = str(self.plugin_data_dir(ctx.env))
         checks.extend(self.registration_checks(ctx, places, registration.commands))
         checks.append(
             Check(

@@ -39,6 +39,7 @@ import time
 import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Literal
@@ -48,7 +49,14 @@ from .diagnostics import LOG_FILE_NAME
 from .host import SESSION_START, USER_PROMPT_SUBMIT
 from .runner import HOOK_NAMES
 from .scope import ScopeError, bind, binding_path, explain_scope, find_repository, unbind
-from .settings import HookSettings, SettingsError, config_file_path, runtime_token_file
+from .settings import (
+    HookSettings,
+    SettingsError,
+    config_file_path,
+    data_dir_variables,
+    runtime_token_file,
+)
+from .settings import plugin_data_dir as hook_data_dir
 from .transport import HttpFailure, exchange
 
 __all__ = [
@@ -79,7 +87,6 @@ __all__ = [
     "load_json_object",
     "log_tail",
     "merge_hook_handlers",
-    "point_marketplace",
     "remove_hook_handlers",
     "remove_managed_tree",
     "render_plugin_files",
@@ -1104,22 +1111,6 @@ class InstallContext:
         return wanted
 
 
-def point_marketplace(
-    ran: Callable[..., None], name: str, registered: str | None, marketplace: Path
-) -> None:
-    """Make the host's marketplace ``name`` point at ``marketplace`` (via the host's own CLI).
-
-    One registered at another path (an older install, another venv) is removed first, so the
-    host never keeps serving a stale copy of the plugin. ``ran(*args, detail=…)`` runs one host
-    CLI command and records it in the install report.
-    """
-    if registered is not None and os.path.realpath(registered) != os.path.realpath(marketplace):
-        ran("plugin", "marketplace", "remove", name, detail=f"it pointed at {registered}")
-        registered = None
-    if registered is None:
-        ran("plugin", "marketplace", "add", str(marketplace))
-
-
 class HostIntegration(abc.ABC):
     """One host's plugin: names, paths and the steps that need the host's own CLI.
 
@@ -1132,15 +1123,13 @@ class HostIntegration(abc.ABC):
     module: str  # python module: "powercontext_codex"
     script: str  # console script: "powercontext-codex"
     cli_name: str  # host executable: "codex" / "claude"
+    config_dir_var: str  # overrides the host's user config folder: "CODEX_HOME" / …
+    config_dir_name: str  # that folder under $HOME otherwise: ".codex" / ".claude"
     version: str
     plugin_name = "powercontext"
     marketplace_name = "powercontext-local"
 
     # ---- host-specific ------------------------------------------------------------------
-
-    @abc.abstractmethod
-    def template(self) -> Traversable:
-        """The packaged plugin folder (package data with placeholders)."""
 
     @abc.abstractmethod
     def marketplace_files(self) -> dict[str, Any]:
@@ -1153,10 +1142,6 @@ class HostIntegration(abc.ABC):
     @abc.abstractmethod
     def shell_argv(self, env: Mapping[str, str]) -> list[str]:
         """How the host runs a hook command (``[shell, "-c"]``)."""
-
-    @abc.abstractmethod
-    def data_dir_vars(self) -> list[str]:
-        """The variables through which the host tells a hook its data dir."""
 
     @abc.abstractmethod
     def sample_event(self, cwd: str, prompt: str) -> dict[str, Any]:
@@ -1174,6 +1159,11 @@ class HostIntegration(abc.ABC):
     @abc.abstractmethod
     def unregister_plugin(self, ctx: InstallContext) -> None:
         """Remove our plugin and marketplace from the host (only ours; idempotently)."""
+
+    @abc.abstractmethod
+    def registered_marketplace(self, ctx: InstallContext) -> str | None:
+        """The folder the host CLI has registered as our marketplace (``marketplace_name``),
+        or ``None`` when it has none by that name."""
 
     @abc.abstractmethod
     def inspect_registration(self, ctx: InstallContext) -> HookRegistration:
@@ -1274,8 +1264,51 @@ class HostIntegration(abc.ABC):
 
         return platformdirs.user_data_path("powercontext") / "hosts" / self.host / "marketplace"
 
+    def template(self) -> Traversable:
+        """The packaged plugin folder (package data with placeholders): ``<module>/plugin``."""
+        return files(self.module) / "plugin"
+
     def plugin_dir(self) -> Path:
         return self.marketplace_dir() / "plugins" / self.plugin_name
+
+    def data_dir_vars(self) -> list[str]:
+        """The variables through which the host tells a hook its data dir (its own first)."""
+        return list(data_dir_variables(self.host))
+
+    def config_dir(self, env: Mapping[str, str]) -> Path:
+        """The host's user config folder: ``$<config_dir_var>`` when set, else
+        ``$HOME/<config_dir_name>`` — resolved the way the host itself resolves it."""
+        configured = env.get(self.config_dir_var, "").strip()
+        if configured:
+            return Path(os.path.expanduser(configured)).absolute()
+        return Path(env.get("HOME") or os.path.expanduser("~")) / self.config_dir_name
+
+    def plugin_data_dir(self, env: Mapping[str, str]) -> Path:
+        """The data folder the host gives our *plugin* hooks (where their diagnostics log is):
+        ``<config dir>/plugins/data/<plugin>-<marketplace>``, named after the plugin id."""
+        name = f"{self.plugin_name}-{self.marketplace_name}"
+        return self.config_dir(env) / "plugins" / "data" / name
+
+    def user_hook_data_dir(self, env: Mapping[str, str]) -> str:
+        """Where a hook merged into the user's config logs: the host sets no data-dir variable
+        for it, so the hook falls back to the kit's default (:func:`.settings.plugin_data_dir`
+        without the variables this shell may happen to export)."""
+        clean = {key: value for key, value in env.items() if key not in self.data_dir_vars()}
+        return hook_data_dir(self.host, clean)
+
+    def our_hook_commands(self, document: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """``(hook name, command)`` of each of our handlers in a hooks document that sits under
+        its own event (the doctor counts where each hook is registered)."""
+        found = []
+        for event, _group, _index, handler in iter_hook_handlers(document):
+            name = self.is_ours(handler)
+            if name is not None and HOOK_EVENTS.get(name) == event:
+                found.append((name, str(handler["command"])))
+        return found
+
+    def plugin_hook_commands(self, plugin: Path) -> list[tuple[str, str]]:
+        """:meth:`our_hook_commands` of a plugin folder's ``hooks/hooks.json``."""
+        return self.our_hook_commands(load_json_object(plugin / "hooks" / "hooks.json") or {})
 
     def is_ours(self, handler: Mapping[str, Any]) -> str | None:
         """The hook name of one of our handlers, else ``None`` (the marker check)."""
@@ -1420,6 +1453,54 @@ class HostIntegration(abc.ABC):
                 )
             )
         return checks, log_tail(registration.data_dir, log_lines)
+
+    # ---- shared: driving the host CLI (for the host-specific steps) ------------------------
+
+    def run_host_cli(self, ctx: InstallContext, *args: str, check: bool = True) -> CliResult:
+        """``<host CLI> <args>`` with the user's environment, in the user's folder."""
+        assert ctx.host_cli is not None
+        return run_cli([ctx.host_cli, *args], env=ctx.env, cwd=ctx.cwd, check=check)
+
+    def cli_config_file(self, env: Mapping[str, str]) -> Path:
+        """The user file the host CLI rewrites when it adds or removes a plugin (backed up
+        before each such command). Claude Code: settings.json, its user hooks file too."""
+        return self.user_hooks_file(env)
+
+    def run_change(self, ctx: InstallContext, *args: str, detail: str = "") -> None:
+        """Run a host CLI command that changes the user's setup: back up the file it rewrites
+        first, then record the command in the report (so every change stays visible)."""
+        ctx.backups.before_change(self.cli_config_file(ctx.env))
+        result = self.run_host_cli(ctx, *args)
+        ctx.report.add(Change("ran", result.display(), detail))
+
+    def point_marketplace(self, ctx: InstallContext, marketplace: Path) -> None:
+        """Make the host's marketplace ``marketplace_name`` point at ``marketplace``.
+
+        One registered at another path (an older install, another venv) is removed first, so the
+        host never keeps serving a stale copy of the plugin.
+        """
+        registered = self.registered_marketplace(ctx)
+        if registered is not None and os.path.realpath(registered) != os.path.realpath(marketplace):
+            self.run_change(
+                ctx,
+                "plugin",
+                "marketplace",
+                "remove",
+                self.marketplace_name,
+                detail=f"it pointed at {registered}",
+            )
+            registered = None
+        if registered is None:
+            self.run_change(ctx, "plugin", "marketplace", "add", str(marketplace))
+
+    def remove_marketplace(self, ctx: InstallContext) -> None:
+        """Unregister the marketplace ``marketplace_name`` — only if it is ours (it points at
+        :meth:`marketplace_dir`): a user's own marketplace of that name is left alone."""
+        registered = self.registered_marketplace(ctx)
+        if registered is not None and os.path.realpath(registered) == os.path.realpath(
+            self.marketplace_dir()
+        ):
+            self.run_change(ctx, "plugin", "marketplace", "remove", self.marketplace_name)
 
 
 # --------------------------------------------------------------------------------------------

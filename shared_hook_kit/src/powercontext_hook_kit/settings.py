@@ -28,6 +28,7 @@ __all__ = [
     "SettingsError",
     "check_scope_id",
     "config_file_path",
+    "data_dir_variables",
     "debug_enabled",
     "parse_bool",
     "plugin_data_dir",
@@ -139,18 +140,23 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+def data_dir_variables(host: str) -> tuple[str, str]:
+    """The variables through which a host tells a plugin hook its data directory, the host's
+    own first (``CLAUDE_PLUGIN_DATA`` for Claude Code, ``PLUGIN_DATA`` for Codex), the other
+    name as a fallback."""
+    if host == "claude-code":
+        return ("CLAUDE_PLUGIN_DATA", "PLUGIN_DATA")
+    return ("PLUGIN_DATA", "CLAUDE_PLUGIN_DATA")
+
+
 def plugin_data_dir(host: str, env: Mapping[str, str]) -> str:
     """The plugin's persistent data directory (diagnostic log now, receipt store later).
 
-    The host's own variable wins (``CLAUDE_PLUGIN_DATA`` for Claude Code, ``PLUGIN_DATA`` for
-    Codex, the other name as a fallback), else ``<user state dir>/powercontext/<host>``. A
-    directory inside the plugin root is never used: hosts replace that folder on every update.
+    The host's variable wins (:func:`data_dir_variables`), else
+    ``<user state dir>/powercontext/<host>``. A directory inside the plugin root is never used:
+    hosts replace that folder on every update.
     """
-    names = (
-        ("CLAUDE_PLUGIN_DATA", "PLUGIN_DATA")
-        if host == "claude-code"
-        else ("PLUGIN_DATA", "CLAUDE_PLUGIN_DATA")
-    )
+    names = data_dir_variables(host)
     roots = [env[name] for name in ("PLUGIN_ROOT", "CLAUDE_PLUGIN_ROOT") if env.get(name)]
     for name in names:
         candidate = env.get(name, "").strip()
