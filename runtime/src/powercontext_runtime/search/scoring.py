@@ -120,11 +120,12 @@ def rank(plan: QueryPlan, candidates: Iterable[tuple[int, Sequence[str]]]) -> li
     admitted: list[Ranked] = []
     for rowid, doc_terms in candidates:
         # The set intersection runs in C; most candidates are rejected by the floor before
-        # any term is counted. Sorted, so float sums never depend on string hash order.
-        matched = sorted(keys & doc_terms)
-        evidence = sum(weights[t] for t in matched)
+        # any term is counted. (The floor's 1e-9 slack absorbs the summation order.)
+        present = keys & doc_terms
+        evidence = sum([weights[t] for t in present])
         if evidence + 1e-9 < plan.required:
             continue
+        matched = sorted(present)  # the score's float sum must not depend on hash order
         length_factor = _K1 * (1.0 - _B + _B * (len(doc_terms) / _TYPICAL_TERMS))
         weighted = 0.0
         for t in matched:
