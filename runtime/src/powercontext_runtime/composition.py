@@ -64,7 +64,9 @@ class Runtime:
             memory=memory,
             review=review,
             bootstrap=bootstrap,
-            context=ContextService(memory, review, bootstrap, PreparedContextBuilder()),
+            context=ContextService(
+                memory, review, bootstrap, PreparedContextBuilder(), snapshot=db.read
+            ),
             flush=FlushService(FlushStore(db, memory_store), _extractor(settings)),
             sources=SourceStore(db),
             tokens=tokens,

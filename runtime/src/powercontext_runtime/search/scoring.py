@@ -87,10 +87,10 @@ def plan_query(
     # never mentions must not be satisfied by one incidental common word.
     # Keep the most selective terms the scope has seen first, then unseen ones.
     # Ties keep query order, so the cap never favours one script over another.
-    position = {t: i for i, t in enumerate(terms)}
-    scored = sorted(
-        terms, key=lambda t: (t not in frequencies, frequencies.get(t, 0), position[t])
-    )[:MAX_QUERY_TERMS]
+    # ``sorted`` is stable: ties keep query order (``terms`` are distinct).
+    scored = sorted(terms, key=lambda t: (t not in frequencies, frequencies.get(t, 0)))[
+        :MAX_QUERY_TERMS
+    ]
     weights = {t: _idf(doc_count, frequencies.get(t, 0)) * _class_weight(t) for t in scored}
     total = sum(weights.values())
     retrieval: list[str] = []

@@ -7,6 +7,9 @@ request — a partial or inconsistent pack is worse than none.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
 from ..context.builder import ExperienceHit, MemoryHit, PreparedContext, PreparedContextBuilder
 from ..contract.context import PrepareContextRequest
 from ..errors import InternalError
@@ -28,13 +31,19 @@ class ContextService:
         review: ReviewService,
         bootstrap: BootstrapService,
         builder: PreparedContextBuilder,
+        snapshot: Callable[[], AbstractContextManager[object]],
     ) -> None:
         self._memory = memory
         self._review = review
         self._bootstrap = bootstrap
         self._builder = builder
+        self._snapshot = snapshot
 
     def prepare(self, req: PrepareContextRequest) -> PreparedContext:
+        with self._snapshot():  # one read transaction for every lookup below
+            return self._prepare(req)
+
+    def _prepare(self, req: PrepareContextRequest) -> PreparedContext:
         delivered = (
             frozenset(self._bootstrap.delivered_whole(req.scope_id, req.bootstrap_receipt_id))
             if req.bootstrap_receipt_id

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Literal, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
@@ -63,6 +64,9 @@ class Database:
         else:
             raise ValueError("database URL must be sqlite:/// or mysql+pymysql://")
         self.fulltext = fulltext.for_backend(self.backend)
+        self._open_read: ContextVar[Connection | None] = ContextVar(
+            f"powercontext_read_{id(self)}", default=None
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -99,9 +103,22 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """One read snapshot (SQLite: a deferred transaction; MySQL: repeatable read)."""
+        """One read snapshot (SQLite: a deferred transaction; MySQL: repeatable read).
+
+        Reads nested in an open one (same thread or task) share its snapshot and connection:
+        ``prepare_context`` wraps its Memory and Experience searches in one read, so both see
+        the same state and a prompt pays for one transaction, not two.
+        """
+        current = self._open_read.get()
+        if current is not None:
+            yield current
+            return
         with self._guard(), self._read_engine.connect() as conn, conn.begin():
-            yield conn
+            token = self._open_read.set(conn)
+            try:
+                yield conn
+            finally:
+                self._open_read.reset(token)
 
     def write(self, work: Callable[[Connection], T], *, attempts: int = 3) -> T:
         """Run ``work`` in one write transaction, retrying only races that committed nothing."""
