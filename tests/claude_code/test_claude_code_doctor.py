@@ -4,21 +4,11 @@ line per check, exit 1 on any failure, and a fix for each failure."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from tests.claude_code.conftest import PLUGIN_ID, ClaudeSandbox
 from tests.support.daemon import Daemon, free_port
 from tests.support.hosts import HostCLIs
-
-
-def _doctor(sandbox: ClaudeSandbox, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
-    done = sandbox.run("doctor", "--json", *args, **env)
-    assert done.returncode in (0, 1), done.stderr
-    return done.returncode, json.loads(done.stdout)
-
-
-def _by_name(report: dict[str, Any]) -> dict[str, dict[str, str]]:
-    return {check["name"]: check for check in report["checks"]}
+from tests.support.plugin_sandbox import checks_by_name
 
 
 def test_doctor_is_healthy_after_install(
@@ -31,8 +21,8 @@ def test_doctor_is_healthy_after_install(
         "/v1/memory/remember",
         json={"scope_id": scope, "kind": "fact", "text": "Releases are cut from main"},
     ).raise_for_status()
-    code, report = _doctor(live, "--prompt", "how are releases cut?", POWERCONTEXT_SCOPE_ID=scope)
-    checks = _by_name(report)
+    code, report = live.doctor("--prompt", "how are releases cut?", POWERCONTEXT_SCOPE_ID=scope)
+    checks = checks_by_name(report)
     assert code == 0 and report["ok"] is True, report
     assert [c["name"] for c in report["checks"]] == [
         "settings",
@@ -69,8 +59,8 @@ def test_doctor_uses_the_plugin_options_the_hook_gets(
         PLUGIN_ID: {"options": {"url": "http://127.0.0.1:1", "bootstrap": True}}
     }
     live.settings_file.write_text(json.dumps(settings), encoding="utf-8")
-    code, report = _doctor(live, POWERCONTEXT_URL="")  # the variable would rank above it
-    checks = _by_name(report)
+    code, report = live.doctor(POWERCONTEXT_URL="")  # the variable would rank above it
+    checks = checks_by_name(report)
     assert code == 1
     assert checks["settings"]["message"] == "runtime URL http://127.0.0.1:1"
     assert checks["bootstrap"]["status"] == "info"
@@ -81,8 +71,8 @@ def test_doctor_uses_the_plugin_options_the_hook_gets(
 def test_doctor_reports_a_runtime_that_is_down(live: ClaudeSandbox) -> None:
     live.run_json("install", "--no-host-cli")
     down = f"http://127.0.0.1:{free_port()}"
-    code, report = _doctor(live, "--no-host-cli", POWERCONTEXT_URL=down)
-    checks = _by_name(report)
+    code, report = live.doctor("--no-host-cli", POWERCONTEXT_URL=down)
+    checks = checks_by_name(report)
     assert code == 1
     assert checks["runtime"]["status"] == "fail" and down in checks["runtime"]["message"]
     assert "server_unavailable" in checks["dry-run"]["message"]
@@ -90,8 +80,8 @@ def test_doctor_reports_a_runtime_that_is_down(live: ClaudeSandbox) -> None:
 
 def test_doctor_reports_a_rejected_token(live: ClaudeSandbox) -> None:
     live.run_json("install", "--no-host-cli")
-    code, report = _doctor(live, "--no-host-cli", CLAUDE_PLUGIN_OPTION_TOKEN="pc_wrong")
-    checks = _by_name(report)
+    code, report = live.doctor("--no-host-cli", CLAUDE_PLUGIN_OPTION_TOKEN="pc_wrong")
+    checks = checks_by_name(report)
     assert code == 1
     assert checks["token"]["status"] == "fail"
     assert "the plugin's token option" in checks["token"]["message"]
@@ -102,26 +92,26 @@ def test_doctor_reports_an_unusable_scope(live: ClaudeSandbox) -> None:
     binding = live.repo / ".git" / "powercontext" / "workspace.json"
     binding.parent.mkdir()
     binding.write_text('{"schema": "powercontext.workspace.v1"}', encoding="utf-8")
-    code, report = _doctor(live, "--no-host-cli")
-    checks = _by_name(report)
+    code, report = live.doctor("--no-host-cli")
+    checks = checks_by_name(report)
     assert code == 1
     assert checks["scope"]["status"] == "fail" and "invalid" in checks["scope"]["message"]
 
 
 def test_doctor_reports_missing_and_doubled_hooks(live: ClaudeSandbox, host_clis: HostCLIs) -> None:
     live.with_host_cli(host_clis)
-    code, report = _doctor(live)
+    code, report = live.doctor()
     assert code == 1
-    assert _by_name(report)["hooks"]["fix"] == "run `powercontext-claude-code install`"
+    assert checks_by_name(report)["hooks"]["fix"] == "run `powercontext-claude-code install`"
 
     live.run_json("install")  # the plugin …
     live.run_json("install", "--no-host-cli")  # … and a settings.json hook as well
-    code, report = _doctor(live)
-    hooks = _by_name(report)["hooks"]
+    code, report = live.doctor()
+    hooks = checks_by_name(report)["hooks"]
     assert code == 1 and hooks["status"] == "fail"
     assert hooks["message"].startswith("SessionStart registered 2 times")
     live.run_json("install")  # repairs it
-    assert _doctor(live)[0] == 0
+    assert live.doctor()[0] == 0
 
 
 def test_doctor_fails_when_session_start_is_not_registered(live: ClaudeSandbox) -> None:
@@ -130,10 +120,10 @@ def test_doctor_fails_when_session_start_is_not_registered(live: ClaudeSandbox) 
     settings = live.settings()
     del settings["hooks"]["SessionStart"]
     live.settings_file.write_text(json.dumps(settings), encoding="utf-8")
-    code, report = _doctor(live, "--no-host-cli", POWERCONTEXT_BOOTSTRAP="yes")
-    checks = _by_name(report)
+    code, report = live.doctor("--no-host-cli", POWERCONTEXT_BOOTSTRAP="yes")
+    checks = checks_by_name(report)
     assert code == 1 and checks["hooks"]["status"] == "fail"
     assert checks["hooks"]["message"] == "Claude Code has no PowerContext SessionStart hook"
     assert checks["bootstrap"]["message"].startswith("on (from POWERCONTEXT_BOOTSTRAP)")
     live.run_json("install", "--no-host-cli")
-    assert _by_name(_doctor(live, "--no-host-cli")[1])["hooks"]["status"] == "ok"
+    assert checks_by_name(live.doctor("--no-host-cli")[1])["hooks"]["status"] == "ok"

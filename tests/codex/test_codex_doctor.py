@@ -6,28 +6,18 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from tests.codex.conftest import CodexSandbox, our_handlers
 from tests.support.daemon import Daemon, free_port
 from tests.support.hosts import HostCLIs
-
-
-def _doctor(sandbox: CodexSandbox, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
-    done = sandbox.run("doctor", "--json", *args, **env)
-    assert done.returncode in (0, 1), done.stderr
-    return done.returncode, json.loads(done.stdout)
-
-
-def _by_name(report: dict[str, Any]) -> dict[str, dict[str, str]]:
-    return {check["name"]: check for check in report["checks"]}
+from tests.support.plugin_sandbox import checks_by_name
 
 
 def test_doctor_is_healthy_after_install(live: CodexSandbox, host_clis: HostCLIs) -> None:
     live.with_host_cli(host_clis)
     live.run_json("install")
-    code, report = _doctor(live)
-    checks = _by_name(report)
+    code, report = live.doctor()
+    checks = checks_by_name(report)
     assert code == 0 and report["ok"] is True, report
     assert [c["name"] for c in report["checks"]] == [
         "settings",
@@ -60,10 +50,8 @@ def test_doctor_is_healthy_after_install(live: CodexSandbox, host_clis: HostCLIs
 
 def test_doctor_reports_a_runtime_that_is_down(live: CodexSandbox) -> None:
     live.run_json("install", "--no-host-cli")
-    code, report = _doctor(
-        live, "--no-host-cli", POWERCONTEXT_URL=f"http://127.0.0.1:{free_port()}"
-    )
-    checks = _by_name(report)
+    code, report = live.doctor("--no-host-cli", POWERCONTEXT_URL=f"http://127.0.0.1:{free_port()}")
+    checks = checks_by_name(report)
     assert code == 1
     assert checks["runtime"]["status"] == "fail"
     assert "powercontext serve" in checks["runtime"]["fix"]
@@ -74,8 +62,8 @@ def test_doctor_reports_a_runtime_that_is_down(live: CodexSandbox) -> None:
 
 def test_doctor_reports_a_rejected_token(live: CodexSandbox) -> None:
     live.run_json("install", "--no-host-cli")
-    code, report = _doctor(live, "--no-host-cli", POWERCONTEXT_TOKEN="pc_wrong_token")
-    checks = _by_name(report)
+    code, report = live.doctor("--no-host-cli", POWERCONTEXT_TOKEN="pc_wrong_token")
+    checks = checks_by_name(report)
     assert code == 1
     assert checks["runtime"]["status"] == "ok"
     assert checks["token"]["status"] == "fail"
@@ -89,8 +77,8 @@ def test_doctor_reports_an_unusable_scope(live: CodexSandbox) -> None:
     binding = live.repo / ".git" / "powercontext" / "workspace.json"
     binding.parent.mkdir()
     binding.write_text("{broken", encoding="utf-8")
-    code, report = _doctor(live, "--no-host-cli")
-    checks = _by_name(report)
+    code, report = live.doctor("--no-host-cli")
+    checks = checks_by_name(report)
     assert code == 1
     assert checks["scope"]["status"] == "fail"
     assert "bind --clear" in checks["scope"]["fix"]
@@ -100,8 +88,8 @@ def test_doctor_reports_an_unusable_scope(live: CodexSandbox) -> None:
 
 def test_doctor_reports_missing_hooks(live: CodexSandbox, host_clis: HostCLIs) -> None:
     live.with_host_cli(host_clis)
-    code, report = _doctor(live)
-    checks = _by_name(report)
+    code, report = live.doctor()
+    checks = checks_by_name(report)
     assert code == 1
     assert checks["hooks"]["status"] == "fail"
     assert checks["hooks"]["fix"] == "run `powercontext-codex install`"
@@ -113,8 +101,8 @@ def test_doctor_explains_an_untrusted_hook(live: CodexSandbox, host_clis: HostCL
     """--no-host-cli writes hooks.json but cannot trust it; `codex exec` would skip it."""
     live.run_json("install", "--no-host-cli")
     live.with_host_cli(host_clis)
-    code, report = _doctor(live)
-    checks = _by_name(report)
+    code, report = live.doctor()
+    checks = checks_by_name(report)
     assert code == 1
     assert checks["hooks"]["status"] == "ok"
     assert checks["trust"]["status"] == "fail"
@@ -124,7 +112,7 @@ def test_doctor_explains_an_untrusted_hook(live: CodexSandbox, host_clis: HostCL
 
     live.run_json("install")  # now with codex: moves to the plugin and trusts it
     assert not live.hooks_file.exists() or not our_handlers(live.hooks())
-    assert _doctor(live)[0] == 0
+    assert live.doctor()[0] == 0
 
 
 def test_doctor_shows_the_last_diagnostic_lines(live: CodexSandbox, runtime_daemon: Daemon) -> None:
@@ -142,7 +130,7 @@ def test_doctor_shows_the_last_diagnostic_lines(live: CodexSandbox, runtime_daem
         timeout=30,
         check=True,
     )
-    _, report = _doctor(live, "--no-host-cli", "--log-lines", "3")
+    _, report = live.doctor("--no-host-cli", "--log-lines", "3")
     (line,) = report["log"]
     logged = json.loads(line)
     assert logged["component"] == "powercontext.codex.user-prompt-submit"
@@ -164,29 +152,30 @@ def test_doctor_explains_a_hook_changed_since_it_was_trusted(
     document["hooks"]["UserPromptSubmit"][0]["hooks"][0]["timeout"] = 9
     cached.write_text(json.dumps(document), encoding="utf-8")
 
-    code, report = _doctor(live)
-    trust = _by_name(report)["trust"]
+    code, report = live.doctor()
+    trust = checks_by_name(report)["trust"]
     assert code == 1
     assert trust["status"] == "fail" and "changed since it was trusted" in trust["message"]
     live.run_json("install")  # re-copies the plugin and trusts it again
-    assert _doctor(live)[0] == 0
+    assert live.doctor()[0] == 0
 
 
 def test_doctor_reports_the_bootstrap_setting_and_where_it_came_from(live: CodexSandbox) -> None:
     live.run_json("install", "--no-host-cli")
-    _, report = _doctor(live, "--no-host-cli", POWERCONTEXT_BOOTSTRAP="1")
-    line = _by_name(report)["bootstrap"]
+    _, report = live.doctor("--no-host-cli", POWERCONTEXT_BOOTSTRAP="1")
+    line = checks_by_name(report)["bootstrap"]
     assert line["status"] == "info"
     assert line["message"].startswith("on (from POWERCONTEXT_BOOTSTRAP)")
 
     config = live.home / ".config" / "powercontext" / "plugins.toml"
     config.parent.mkdir(parents=True)
     config.write_text("[codex]\nbootstrap = true\n", encoding="utf-8")
-    _, report = _doctor(live, "--no-host-cli")
-    line = _by_name(report)["bootstrap"]
+    _, report = live.doctor("--no-host-cli")
+    line = checks_by_name(report)["bootstrap"]
     assert line["message"].startswith(f"on (from bootstrap in [codex] of {config})")
-    _, report = _doctor(live, "--no-host-cli", POWERCONTEXT_BOOTSTRAP="off")  # env wins
-    assert _by_name(report)["bootstrap"]["message"].startswith("off (from POWERCONTEXT_BOOTSTRAP)")
+    _, report = live.doctor("--no-host-cli", POWERCONTEXT_BOOTSTRAP="off")  # env wins
+    line = checks_by_name(report)["bootstrap"]
+    assert line["message"].startswith("off (from POWERCONTEXT_BOOTSTRAP)")
 
 
 def test_doctor_fails_when_session_start_is_not_registered(live: CodexSandbox) -> None:
@@ -195,10 +184,10 @@ def test_doctor_fails_when_session_start_is_not_registered(live: CodexSandbox) -
     document = live.hooks()
     del document["hooks"]["SessionStart"]
     live.hooks_file.write_text(json.dumps(document), encoding="utf-8")
-    code, report = _doctor(live, "--no-host-cli")
-    hooks = _by_name(report)["hooks"]
+    code, report = live.doctor("--no-host-cli")
+    hooks = checks_by_name(report)["hooks"]
     assert code == 1 and hooks["status"] == "fail"
     assert hooks["message"] == "Codex CLI has no PowerContext SessionStart hook"
     assert hooks["fix"] == "run `powercontext-codex install`"
     live.run_json("install", "--no-host-cli")
-    assert _by_name(_doctor(live, "--no-host-cli")[1])["hooks"]["status"] == "ok"
+    assert checks_by_name(live.doctor("--no-host-cli")[1])["hooks"]["status"] == "ok"

@@ -141,6 +141,12 @@ class PluginSandbox:
         assert done.returncode == expect, (done.returncode, done.stdout, done.stderr)
         return json.loads(done.stdout)
 
+    def doctor(self, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
+        """``doctor --json``: its exit code (0 healthy, 1 a failed check) and its report."""
+        done = self.run("doctor", "--json", *args, **env)
+        assert done.returncode in (0, 1), done.stderr
+        return done.returncode, json.loads(done.stdout)
+
     def backups(self, path: Path) -> list[Path]:
         """The backups ``install``/``uninstall`` kept of ``path``, oldest first."""
         return sorted(path.parent.glob(f"{path.name}.powercontext-backup-*"))
@@ -402,3 +408,8 @@ def live(sandbox: PluginSandbox, runtime_daemon: Daemon) -> PluginSandbox:
     """The sandbox pointed at the real runtime (URL + its token file, as a user would)."""
     sandbox.use_runtime(runtime_daemon)
     return sandbox
+
+
+def checks_by_name(report: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """A doctor report's checks, keyed by name."""
+    return {check["name"]: check for check in report["checks"]}
