@@ -220,8 +220,9 @@ def _check_sqlite_file(database_url: str) -> None:
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
-        for table in ("memory_scoped_fts", "experience_scoped_fts"):
-            # Raises if the FTS5 inverted index disagrees with its stored documents.
+        for table in ("memory_search_index", "experience_search_index"):
+            # Raises if the FTS5 inverted index is structurally damaged. (The index is
+            # contentless, so its postings are compared with a fresh rebuild separately.)
             conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
     finally:
         conn.close()
@@ -231,7 +232,12 @@ def _index_state(backend: str, database_url: str) -> dict[str, list[tuple[Any, .
     """Every row of the derived search index and of ``search_terms``, in a stable order."""
     if backend == "sqlite":
         documents = {
-            family: f"SELECT rowid, terms FROM {family}_scoped_fts"
+            family: f"SELECT id, terms FROM {family}_search_docs"
+            for family in ("memory", "experience")
+        }
+        # Every (token, rowid) posting of the contentless FTS5 index, via its vocabulary.
+        documents |= {
+            f"{family} postings": f"SELECT term, doc FROM temp.{family}_postings"
             for family in ("memory", "experience")
         }
     else:
@@ -242,6 +248,14 @@ def _index_state(backend: str, database_url: str) -> dict[str, list[tuple[Any, .
     engine = create_engine(database_url, poolclass=NullPool)
     try:
         with engine.connect() as conn:
+            if backend == "sqlite":
+                for family in ("memory", "experience"):
+                    conn.execute(
+                        text(
+                            f"CREATE VIRTUAL TABLE temp.{family}_postings USING"
+                            f" fts5vocab(main, {family}_search_index, 'instance')"
+                        )
+                    )
             state = {
                 family: sorted(tuple(row) for row in conn.execute(text(query)))
                 for family, query in documents.items()

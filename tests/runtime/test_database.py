@@ -30,8 +30,19 @@ def test_an_exhausted_connection_pool_is_a_typed_503(tmp_path: Path) -> None:
         db.dispose()
 
 
-def test_a_search_index_of_the_earlier_layout_is_replaced_and_rebuilt(tmp_path: Path) -> None:
-    """Databases written before the scoped FTS layout upgrade themselves on start-up."""
+_EARLIER_LAYOUTS = {
+    # One FTS5 table per family holding a scope token and the terms.
+    "unscoped": ("fts", "'sdeadbeef qdeploy'"),
+    # One FTS5 table per family whose content holds scope-prefixed tokens.
+    "scoped": ("scoped_fts", "'0123456789abcdefqdeploy'"),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(_EARLIER_LAYOUTS))
+def test_a_search_index_of_an_earlier_layout_is_replaced_and_rebuilt(
+    tmp_path: Path, layout: str
+) -> None:
+    """Databases written with an earlier search-index layout upgrade themselves on start-up."""
     from powercontext_runtime.composition import Runtime
     from powercontext_runtime.contract.memory import RememberMemoryRequest, SearchMemoryRequest
     from powercontext_runtime.settings import Settings
@@ -45,12 +56,14 @@ def test_a_search_index_of_the_earlier_layout_is_replaced_and_rebuilt(tmp_path: 
             )
     finally:
         runtime.close()
-    # Turn the file into what an earlier build left: the old tables, no scoped index.
+    # Turn the file into what an earlier build left: its tables, none of the current ones.
+    suffix, stale_document = _EARLIER_LAYOUTS[layout]
     with sqlite3.connect(tmp_path / "home" / "powercontext.db") as conn:
         for family in ("memory", "experience"):
-            conn.execute(f"DROP TABLE {family}_scoped_fts")
-            conn.execute(f"CREATE VIRTUAL TABLE {family}_fts USING fts5(terms)")
-        conn.execute("INSERT INTO memory_fts(rowid, terms) VALUES (1, 'sdeadbeef qdeploy')")
+            conn.execute(f"DROP TABLE {family}_search_index")
+            conn.execute(f"DROP TABLE {family}_search_docs")
+            conn.execute(f"CREATE VIRTUAL TABLE {family}_{suffix} USING fts5(terms)")
+        conn.execute(f"INSERT INTO memory_{suffix}(rowid, terms) VALUES (1, {stale_document})")
 
     runtime = Runtime.open(settings)
     try:
@@ -63,5 +76,69 @@ def test_a_search_index_of_the_earlier_layout_is_replaced_and_rebuilt(tmp_path: 
         runtime.close()
     with sqlite3.connect(tmp_path / "home" / "powercontext.db") as conn:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-    assert not {"memory_fts", "experience_fts"} & tables
-    assert {"memory_scoped_fts", "experience_scoped_fts"} <= tables
+    assert not {f"memory_{suffix}", f"experience_{suffix}"} & tables
+    assert {
+        "memory_search_index",
+        "memory_search_docs",
+        "experience_search_index",
+        "experience_search_docs",
+    } <= tables
+
+
+def _postings(database: Path) -> list[tuple[str, int]]:
+    """Every (token, rowid) pair of the contentless Memory index, read through its vocabulary."""
+    with sqlite3.connect(database) as conn:
+        conn.execute(
+            "CREATE VIRTUAL TABLE temp.postings"
+            " USING fts5vocab(main, memory_search_index, 'instance')"
+        )
+        return sorted(conn.execute("SELECT term, doc FROM temp.postings"))
+
+
+def test_the_contentless_index_forgets_revised_and_retired_versions(tmp_path: Path) -> None:
+    """FTS5 keeps no copy of what it indexed, so removal must replay the exact tokens: a wrong
+    replay would leave stale postings (or drop live ones) without any error."""
+    from powercontext_runtime.composition import Runtime
+    from powercontext_runtime.contract.memory import (
+        RememberMemoryRequest,
+        RetireMemoryEntryRequest,
+        ReviseMemoryEntryRequest,
+        SearchMemoryRequest,
+    )
+    from powercontext_runtime.settings import Settings
+
+    settings = Settings.load(env={}, home=tmp_path / "home")
+    database = tmp_path / "home" / "powercontext.db"
+    runtime = Runtime.open(settings)
+    try:
+        _kept, revised, retired = (
+            runtime.memory.remember(RememberMemoryRequest(scope_id="s", kind="fact", text=text))
+            for text in (
+                "Deploy with blue green switches",
+                "Rotate the signing keys monthly",
+                "Vacuum the analytics warehouse nightly",
+            )
+        )
+        runtime.memory.revise(
+            ReviseMemoryEntryRequest(
+                scope_id="s", citation=revised.entry.citation, text="Rotate the signing keys weekly"
+            )
+        )
+        runtime.memory.retire(
+            RetireMemoryEntryRequest(scope_id="s", citation=retired.entry.citation)
+        )
+        live = _postings(database)
+        assert runtime.reindex()["memory"] == 2
+        rebuilt = _postings(database)
+
+        def search(query: str) -> list[str]:
+            found = runtime.memory.search(SearchMemoryRequest(scope_id="s", query=query))
+            return [hit.text for hit in found.hits]
+
+        assert search("monthly") == []
+        assert search("warehouse") == []
+        assert search("signing weekly") == ["Rotate the signing keys weekly"]
+    finally:
+        runtime.close()
+    assert live == rebuilt
+    assert len({rowid for _, rowid in live}) == 2  # two live documents, nothing else

@@ -1,8 +1,7 @@
 """``prepare_context``: one Memory search, one Experience search, one build, nothing written.
 
-The head revision is read once, inside the same snapshot as the search; every memory item
-must cite it. A hit citing any other revision is an invariant failure and fails the whole
-request — a partial or inconsistent pack is worse than none.
+The head revision is read once, inside the same snapshot as the search, and every memory item
+cites it: the store returns that revision once for all its hits, so no item can cite another.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from contextlib import AbstractContextManager
 
 from ..context.builder import ExperienceHit, MemoryHit, PreparedContext, PreparedContextBuilder
 from ..contract.context import PrepareContextRequest
-from ..errors import InternalError
 from ..search.analyzer import query_terms
 from .bootstrap import BootstrapService
 from .memory import MemoryService
@@ -62,19 +60,13 @@ class ContextService:
             )
             for found in self._review.find_experience(req.scope_id, terms, EXPERIENCE_CANDIDATES)
         ]
-        if result.memory is None:
-            return self._builder.build([], experience, req.max_bytes)
-        head = result.memory.revision
-        hits = []
-        for hit in result.hits:
-            if hit.citation.memory_ref.revision != head:
-                raise InternalError("internal error")
-            hits.append(
-                MemoryHit(
-                    revision=head,
-                    entry_id=hit.citation.entry_id,
-                    entry_version_id=hit.citation.entry_version_id,
-                    text=hit.text,
-                )
+        hits = [
+            MemoryHit(
+                revision=result.head,
+                entry_id=hit.entry_id,
+                entry_version_id=hit.entry_version_id,
+                text=hit.text,
             )
+            for hit in result.hits
+        ]
         return self._builder.build(hits, experience, req.max_bytes)

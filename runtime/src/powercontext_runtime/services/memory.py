@@ -52,7 +52,7 @@ class MemoryService:
 
     def search(self, req: SearchMemoryRequest) -> SearchMemoryResponse:
         result = self.find(req.scope_id, query_terms(req.query), req.limit)
-        return SearchMemoryResponse(memory=result.memory, mode="fts", hits=result.hits)
+        return SearchMemoryResponse(memory=result.memory, mode="fts", hits=result.search_hits())
 
     def find(
         self,

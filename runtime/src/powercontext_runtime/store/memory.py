@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter
 from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, update
@@ -61,19 +61,60 @@ _e = memory_entries
 
 Analyze = Callable[[str], list[str]]
 
+# Statements of the prompt-time read path, built once: constructing a ``select()`` costs more
+# than running it (≈ 90 µs against ≈ 20 µs for a prebuilt statement).
+_HEAD = select(memory_heads.c.revision).where(memory_heads.c.scope_id == bindparam("scope_id"))
+_VERSIONS_BY_ID = select(
+    _v.c.id, _v.c.scope_id, _v.c.entry_id, _v.c.entry_version_id, _v.c.text
+).where(_v.c.id.in_(bindparam("ids", expanding=True)))
+_VERSION_ROWIDS = select(_v.c.id).where(
+    _v.c.scope_id == bindparam("scope_id"),
+    _v.c.entry_version_id.in_(bindparam("version_ids", expanding=True)),
+)
+
 
 def content_hash(kind: str, text: str, tags: Sequence[str]) -> str:
     return sha256_hex("memory-entry-v1", kind, text, list(tags))
 
 
-class SearchResult:
-    """The head revision searched and the admitted hits, all citing that revision."""
+class FoundEntry(NamedTuple):
+    """One admitted hit: the entry version current at the searched head, and its score."""
 
-    __slots__ = ("hits", "memory")
+    entry_id: str
+    entry_version_id: str
+    text: str
+    score: float
 
-    def __init__(self, memory: MemoryRef | None, hits: list[SearchHit]) -> None:
-        self.memory = memory
-        self.hits = hits
+
+class SearchResult(NamedTuple):
+    """The head revision searched (0: the scope has no memory) and the admitted hits, best
+    first. The store returns the revision once for all hits, so no hit can cite another."""
+
+    head: int
+    hits: list[FoundEntry]
+
+    @property
+    def memory(self) -> MemoryRef | None:
+        return MemoryRef.at(self.head) if self.head else None
+
+    def search_hits(self) -> list[SearchHit]:
+        """The hits as the ``search_memory`` contract shapes them."""
+        if not self.hits:
+            return []
+        ref = MemoryRef.at(self.head)
+        return [
+            SearchHit(
+                citation=MemoryCitation(
+                    memory_ref=ref,
+                    entry_id=hit.entry_id,
+                    entry_version_id=hit.entry_version_id,
+                ),
+                text=hit.text,
+                score=hit.score,
+                matched_by="fts",
+            )
+            for hit in self.hits
+        ]
 
 
 class MemoryStore:
@@ -312,63 +353,46 @@ class MemoryStore:
         with self._db.read() as conn:
             head = self._head(conn, scope_id)
             if not head or not terms:
-                return SearchResult(MemoryRef.at(head) if head else None, [])
+                return SearchResult(head, [])
             doc_count, frequencies = read_frequencies(conn, "memory", scope_id, terms)
             plan = scoring.plan_query(terms, doc_count, frequencies)
             if plan is None:
-                return SearchResult(MemoryRef.at(head), [])
+                return SearchResult(head, [])
             candidates = self._db.fulltext.match(
                 conn, "memory", scope_id, plan.retrieval_terms, plan.candidate_limit
             )
-            excluded = self._rowids(conn, scope_id, exclude_versions)
-            ranked = scoring.top(
-                scoring.rank(
-                    plan, ((c.rowid, c.terms) for c in candidates if c.rowid not in excluded)
-                ),
-                limit,
-            )
+            if exclude_versions:
+                excluded = self._rowids(conn, scope_id, exclude_versions)
+                candidates = [c for c in candidates if c[0] not in excluded]
+            ranked = scoring.top(scoring.rank(plan, candidates), limit)
             if not ranked:
-                return SearchResult(MemoryRef.at(head), [])
+                return SearchResult(head, [])
+            # By primary key only: adding ``scope_id`` to the statement lets SQLite pick the
+            # (scope_id, entry_version_id) index and scan the whole scope.
             rows = {
-                row.id: row
-                for row in conn.execute(
-                    # By primary key only: adding ``scope_id`` here lets SQLite pick the
-                    # (scope_id, entry_version_id) index and scan the whole scope.
-                    select(
-                        _v.c.id, _v.c.scope_id, _v.c.entry_id, _v.c.entry_version_id, _v.c.text
-                    ).where(_v.c.id.in_(bindparam("ids", expanding=True))),
-                    {"ids": [r.rowid for r in ranked]},
-                )
-                if row.scope_id == scope_id
+                row[0]: row
+                for row in conn.execute(_VERSIONS_BY_ID, {"ids": [r.rowid for r in ranked]})
+                if row[1] == scope_id
             }
         # Final order: score, then entry id by byte order (ties at the cut were all kept).
         ordered = sorted(
             (r for r in ranked if r.rowid in rows),
-            key=lambda r: (-r.score, rows[r.rowid].entry_id.encode("utf-8")),
+            key=lambda r: (-r.score, rows[r.rowid][2].encode("utf-8")),
         )[:limit]
-        hits = [
-            SearchHit(
-                citation=_citation(rows[r.rowid], head),
-                text=rows[r.rowid].text,
-                score=r.score,
-                matched_by="fts",
-            )
-            for r in ordered
-        ]
-        return SearchResult(MemoryRef.at(head), hits)
+        return SearchResult(
+            head,
+            [
+                FoundEntry(rows[r.rowid][2], rows[r.rowid][3], rows[r.rowid][4], r.score)
+                for r in ordered
+            ],
+        )
 
     @staticmethod
     def _rowids(conn: Connection, scope_id: str, version_ids: frozenset[str]) -> set[int]:
-        if not version_ids:
-            return set()
-        return {
-            row.id
-            for row in conn.execute(
-                select(_v.c.id).where(
-                    _v.c.scope_id == scope_id, _v.c.entry_version_id.in_(sorted(version_ids))
-                )
-            )
-        }
+        found = conn.execute(
+            _VERSION_ROWIDS, {"scope_id": scope_id, "version_ids": sorted(version_ids)}
+        )
+        return {row[0] for row in found}
 
     def head(self, scope_id: str) -> int:
         with self._db.read() as conn:
@@ -405,9 +429,7 @@ class MemoryStore:
     # -- internals -------------------------------------------------------------------------
 
     def _head(self, conn: Connection, scope_id: str) -> int:
-        value = conn.execute(
-            select(memory_heads.c.revision).where(memory_heads.c.scope_id == scope_id)
-        ).scalar()
+        value = conn.execute(_HEAD, {"scope_id": scope_id}).scalar()
         return int(value or 0)
 
     def _lock_head(self, conn: Connection, scope_id: str) -> int:

@@ -326,7 +326,7 @@ class ReviewStore:
             found = self._db.fulltext.match(
                 conn, "experience", scope_id, plan.retrieval_terms, plan.candidate_limit
             )
-            ranked = scoring.top(scoring.rank(plan, ((c.rowid, c.terms) for c in found)), limit)
+            ranked = scoring.top(scoring.rank(plan, found), limit)
             if not ranked:
                 return []
             rows = {
