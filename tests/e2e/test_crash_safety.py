@@ -232,7 +232,7 @@ def _index_state(backend: str, database_url: str) -> dict[str, list[tuple[Any, .
     """Every row of the derived search index and of ``search_terms``, in a stable order."""
     if backend == "sqlite":
         documents = {
-            family: f"SELECT id, terms FROM {family}_search_docs"
+            family: f"SELECT id, terms, repeats FROM {family}_search_docs"
             for family in ("memory", "experience")
         }
         # Every (token, rowid) posting of the contentless FTS5 index, via its vocabulary.

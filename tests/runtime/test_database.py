@@ -142,3 +142,37 @@ def test_the_contentless_index_forgets_revised_and_retired_versions(tmp_path: Pa
         runtime.close()
     assert live == rebuilt
     assert len({rowid for _, rowid in live}) == 2  # two live documents, nothing else
+
+
+def _segments(database: Path) -> int:
+    with sqlite3.connect(database) as conn:
+        found = conn.execute("SELECT count(DISTINCT segid) FROM memory_search_index_idx")
+        return int(found.fetchone()[0])
+
+
+def test_compaction_merges_the_index_into_one_segment_without_changing_it(tmp_path: Path) -> None:
+    """Each committed write leaves FTS5 a segment; compaction merges them in short steps and
+    keeps every posting, so searches answer exactly as before."""
+    from powercontext_runtime.composition import Runtime
+    from powercontext_runtime.contract.memory import RememberMemoryRequest, SearchMemoryRequest
+    from powercontext_runtime.settings import Settings
+
+    database = tmp_path / "home" / "powercontext.db"
+    runtime = Runtime.open(Settings.load(env={}, home=tmp_path / "home"))
+    try:
+        for n in range(40):
+            text = f"Service number{n} uses port {n}"
+            runtime.memory.remember(RememberMemoryRequest(scope_id="s", kind="fact", text=text))
+        query = SearchMemoryRequest(scope_id="s", query="service number7 port")
+        before = (_segments(database), _postings(database), runtime.memory.search(query).hits)
+        assert before[0] > 1
+
+        steps = runtime.compact_search_index()
+
+        assert steps > 0
+        assert _segments(database) == 1
+        assert _postings(database) == before[1]
+        assert runtime.memory.search(query).hits == before[2]
+        assert runtime.compact_search_index() == 0  # nothing left to merge: a no-op round
+    finally:
+        runtime.close()

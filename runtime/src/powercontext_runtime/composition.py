@@ -109,6 +109,9 @@ class Runtime:
     def ping(self) -> None:
         self.db.ping()
 
+    def compact_search_index(self) -> int:
+        return self.db.compact_search_index()
+
     def close(self) -> None:
         self.db.dispose()
 

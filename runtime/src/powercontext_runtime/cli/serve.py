@@ -1,11 +1,12 @@
 """``powercontext serve``: the daemon (uvicorn; one process, or a supervisor and N workers).
 
 With ``--workers 1`` (the default) one process serves HTTP. With more, this process binds the
-socket, keeps its own runtime for start-up checks, the local token and the periodic flush, and
-uvicorn's supervisor runs N worker processes that share the socket; each worker opens its own
-runtime from the same settings (passed through the environment, see :func:`_export_settings`).
-Every write is a database transaction (SQLite WAL or OceanBase), so workers need no other
-coordination; MCP is stateless, so any worker can answer any request.
+socket, keeps its own runtime for start-up checks, the local token and the background jobs
+(periodic flush, search-index compaction), and uvicorn's supervisor runs N worker processes
+that share the socket; each worker opens its own runtime from the same settings (passed
+through the environment, see :func:`_export_settings`). Every write is a database transaction
+(SQLite WAL or OceanBase), so workers need no other coordination; MCP is stateless, so any
+worker can answer any request.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from fastapi import FastAPI
 from ..composition import Runtime
 from ..http import create_app
 from ..logs import configure_logging
-from ..services.flush import PeriodicFlush
+from ..services.periodic import Periodic
 from ..settings import Settings
 
 __all__ = ["run", "worker_app"]
@@ -36,6 +37,9 @@ _UVICORN_OPTIONS: dict[str, object] = {
     "server_header": False,
     "timeout_graceful_shutdown": 10,
 }
+# Seconds between search-index compactions (SQLite): a round with nothing to merge is one
+# short write transaction per indexed family.
+COMPACT_INTERVAL = 10.0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,21 +69,31 @@ def run(args: argparse.Namespace) -> int:
                 "workers": settings.workers,
             },
         )
-        periodic = None
-        if settings.flush_interval > 0:
-            periodic = PeriodicFlush(runtime.flush, settings.flush_interval)
-            periodic.start()
+        jobs = _background_jobs(runtime, settings)
+        for job in jobs:
+            job.start()
         try:
             if settings.workers == 1:
                 _serve_in_process(runtime, settings)
             else:
                 _serve_with_workers(settings)
         finally:
-            if periodic is not None:
-                periodic.stop()
+            for job in jobs:
+                job.stop()
     finally:
         runtime.close()
     return 0
+
+
+def _background_jobs(runtime: Runtime, settings: Settings) -> list[Periodic]:
+    jobs = []
+    if settings.flush_interval > 0:
+        flush = runtime.flush.flush_pending
+        jobs.append(Periodic("periodic_flush", settings.flush_interval, flush))
+    if runtime.backend == "sqlite":
+        compact = runtime.compact_search_index
+        jobs.append(Periodic("search_index_compacted", COMPACT_INTERVAL, compact))
+    return jobs
 
 
 def _serve_in_process(runtime: Runtime, settings: Settings) -> None:

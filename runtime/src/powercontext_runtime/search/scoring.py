@@ -19,11 +19,20 @@ whole query's weight for short queries, whichever is smaller.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
-__all__ = ["QueryPlan", "Ranked", "plan_query", "rank", "top"]
+__all__ = [
+    "Document",
+    "QueryPlan",
+    "Ranked",
+    "document",
+    "plan_query",
+    "rank",
+    "split_repeats",
+    "top",
+]
 
 MAX_QUERY_TERMS = 64  # most selective terms kept from a long prompt
 MAX_RETRIEVAL_TERMS = 32  # terms sent to the engine
@@ -39,7 +48,6 @@ CJK_UNIGRAM_WEIGHT = 0.25
 _K1 = 1.2
 _B = 0.5
 _TYPICAL_TERMS = 32.0  # a typical entry's term count; a fixed constant keeps scores stable
-_COUNT_DIRECTLY = 4  # matched terms up to which tf comes from ``tuple.count`` (measured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +61,33 @@ class QueryPlan:
     required: float
 
 
-@dataclass(frozen=True, slots=True)
-class Ranked:
+class Ranked(NamedTuple):
     rowid: int
     score: float
+
+
+#: A candidate as ranking reads it: row id, its distinct terms (first-occurrence order) and
+#: every further occurrence of a repeated term. Most entries repeat no term, so the term
+#: frequency of a matched term is almost always 1 + a count over an empty list, instead of a
+#: scan of the whole document per matched term. See :func:`document`.
+Document = tuple[int, Sequence[str], Sequence[str]]
+
+
+def split_repeats(terms: Iterable[str]) -> tuple[list[str], list[str]]:
+    """A document's term sequence as (distinct terms in order, extra occurrences)."""
+    distinct: dict[str, None] = {}
+    repeats: list[str] = []
+    for term in terms:
+        if term in distinct:
+            repeats.append(term)
+        else:
+            distinct[term] = None
+    return list(distinct), repeats
+
+
+def document(rowid: int, terms: Iterable[str]) -> Document:
+    """A candidate for :func:`rank` from a document's full term sequence."""
+    return (rowid, *split_repeats(terms))
 
 
 def _class_weight(term: str) -> float:
@@ -115,32 +146,32 @@ def plan_query(
     )
 
 
-def rank(plan: QueryPlan, candidates: Iterable[tuple[int, Sequence[str]]]) -> list[Ranked]:
+def rank(plan: QueryPlan, candidates: Iterable[Document]) -> list[Ranked]:
     """Admitted candidates with scores in 0..1, best first (ties keep retrieval order)."""
     weights = plan.weights
     keys = weights.keys()
+    required = plan.required - 1e-9  # the slack absorbs the summation order
+    total = plan.total_weight
     admitted: list[Ranked] = []
-    for rowid, doc_terms in candidates:
+    for rowid, terms, repeats in candidates:
         # The set intersection runs in C; most candidates are rejected by the floor before
-        # any term is counted. (The floor's 1e-9 slack absorbs the summation order.)
-        present = keys & doc_terms
-        evidence = sum([weights[t] for t in present])
-        if evidence + 1e-9 < plan.required:
+        # any term is counted.
+        present = keys & terms
+        if sum([weights[t] for t in present]) < required:
             continue
-        matched = sorted(present)  # the score's float sum must not depend on hash order
-        length_factor = _K1 * (1.0 - _B + _B * (len(doc_terms) / _TYPICAL_TERMS))
-        # ``tuple.count`` scans the document once per matched term; past a few terms one
-        # C-level Counter pass is cheaper (a short prompt of common words can admit 256
-        # candidates with 20 matched terms each: 7.9 → 4 ms).
-        counts = Counter(doc_terms) if len(matched) > _COUNT_DIRECTLY else None
+        length = len(terms) + len(repeats)
+        length_factor = _K1 * (1.0 - _B + _B * (length / _TYPICAL_TERMS))
         weighted = 0.0
-        for t in matched:
-            tf = counts[t] if counts is not None else doc_terms.count(t)
+        for t in sorted(present):  # the score's float sum must not depend on hash order
+            tf = 1 + repeats.count(t) if repeats else 1
             weighted += weights[t] * tf / (tf + length_factor)
-        score = round(min(1.0, weighted / plan.total_weight), 6)
-        admitted.append(Ranked(rowid, score))
-    admitted.sort(key=lambda r: -r.score)
+        admitted.append(Ranked(rowid, round(min(1.0, weighted / total), 6)))
+    admitted.sort(key=_by_score)
     return admitted
+
+
+def _by_score(ranked: Ranked) -> float:
+    return -ranked.score
 
 
 def top(ranked: Sequence[Ranked], limit: int) -> list[Ranked]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 
 from pydantic import ValidationError
 
@@ -14,7 +13,7 @@ from ..errors import PowerContextError
 from ..extraction import Extractor
 from ..store.flush import FlushStore
 
-__all__ = ["FlushService", "PeriodicFlush"]
+__all__ = ["FlushService"]
 
 _log = logging.getLogger("powercontext.flush")
 
@@ -77,30 +76,3 @@ class FlushService:
                 continue
             advanced += result.status == "processed"
         return advanced
-
-
-class PeriodicFlush:
-    """A background thread flushing pending scopes every ``interval`` seconds (off by default)."""
-
-    def __init__(self, service: FlushService, interval: float) -> None:
-        self._service = service
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="powercontext-flush", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self._interval + 5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                count = self._service.flush_pending()
-            except Exception as exc:  # keep the loop alive; log the type only
-                _log.warning("periodic_flush_failed", extra={"error_type": type(exc).__name__})
-                continue
-            if count:
-                _log.info("periodic_flush", extra={"count": count})

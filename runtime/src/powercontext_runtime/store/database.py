@@ -99,6 +99,17 @@ class Database:
         with self._guard(), self.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
 
+    def compact_search_index(self, max_steps: int = 200) -> int:
+        """Merge the full-text index's segments, one short write transaction per step, so
+        writers wait at most one step. Returns the number of steps that did work."""
+        steps = 0
+        for family in fulltext.INDEXED_FAMILIES:
+            while steps < max_steps and self.write(
+                lambda conn, family=family: self.fulltext.compact(conn, family)
+            ):
+                steps += 1
+        return steps
+
     # -- transactions ----------------------------------------------------------------------
 
     @contextmanager
@@ -195,6 +206,11 @@ def _sqlite_engine(url: str, *, echo: bool) -> Engine:
     if in_memory:
         # One shared connection, or each pooled connection would see its own empty database.
         kwargs["poolclass"] = StaticPool
+    else:
+        # Most recently used first: prompt-time reads run one at a time on the event loop, so
+        # they keep reusing one connection whose page cache is warm (FIFO rotated through all
+        # of them; LIFO measured 2-3 % more prepare throughput at 100k entries).
+        kwargs["pool_use_lifo"] = True
     engine = create_engine(url, echo=echo, **kwargs)
 
     @event.listens_for(engine, "connect")
