@@ -113,17 +113,18 @@ def plan_query(
     terms: Sequence[str], doc_count: int, frequencies: Mapping[str, int]
 ) -> QueryPlan | None:
     """Weigh the query's terms; ``None`` when nothing in the scope can match."""
-    present = sorted((frequencies[t], t) for t in terms if frequencies.get(t, 0) > 0)
+    seen = [t for t in terms if t in frequencies]
+    present = sorted((frequencies[t], t) for t in seen if frequencies[t] > 0)
     if doc_count <= 0 or not present:
         return None
     # Unseen terms still weigh in the query total: a query mostly about something the scope
     # never mentions must not be satisfied by one incidental common word.
     # Keep the most selective terms the scope has seen first, then unseen ones.
-    # Ties keep query order, so the cap never favours one script over another.
-    # ``sorted`` is stable: ties keep query order (``terms`` are distinct).
-    scored = sorted(terms, key=lambda t: (t not in frequencies, frequencies.get(t, 0)))[
-        :MAX_QUERY_TERMS
-    ]
+    # ``sorted`` is stable: ties keep query order (``terms`` are distinct), so the cap never
+    # favours one script over another.
+    scored = sorted(seen, key=frequencies.__getitem__)[:MAX_QUERY_TERMS]
+    if len(scored) < MAX_QUERY_TERMS:
+        scored += [t for t in terms if t not in frequencies][: MAX_QUERY_TERMS - len(scored)]
     weights = {t: _idf(doc_count, frequencies.get(t, 0)) * _class_weight(t) for t in scored}
     total = sum(weights.values())
     retrieval: list[str] = []

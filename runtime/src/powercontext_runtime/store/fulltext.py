@@ -15,10 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sqlite3
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any, Literal, Protocol
 
-from sqlalchemy import Connection, bindparam, delete, func, select, text, update
+from sqlalchemy import Connection, bindparam, delete, select, text, update
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
@@ -84,19 +86,38 @@ def read_frequencies(
     The document count is read first, by primary key: a family the scope has never used (most
     scopes have no Experience) then costs one point lookup instead of a lookup per query term.
     """
+    if conn.dialect.name == "sqlite":
+        driver = _driver(conn)
+        found = driver.execute(_SQLITE_DOC_COUNT, (scope_id, family, DOCS_TERM)).fetchone()
+        if not found or not found[0]:
+            return 0, {}
+        # One fixed statement whatever the prompt's length: an expanding IN is re-rendered
+        # and re-prepared for every term count (≈ 0.25 ms for a 2,000-character prompt).
+        rows = driver.execute(_SQLITE_FREQUENCIES, (scope_id, family, json.dumps(terms)))
+        return int(found[0]), dict(rows.fetchall())
     key = {"scope_id": scope_id, "family": family}
     doc_count = conn.execute(_DOC_COUNT, key).scalar()
     if not doc_count:
         return 0, {}
-    if conn.dialect.name == "sqlite":
-        # One fixed statement whatever the prompt's length: an expanding IN is re-rendered
-        # and re-prepared for every term count (≈ 0.25 ms for a 2,000-character prompt).
-        rows = conn.execute(_FREQUENCIES_JSON, {**key, "terms": json.dumps(list(terms))}).all()
-    else:
-        rows = conn.execute(_FREQUENCIES, {**key, "terms": list(terms)}).all()
+    rows = conn.execute(_FREQUENCIES, {**key, "terms": list(terms)}).all()
     return int(doc_count), {term: df for term, df in rows}
 
 
+def _driver(conn: Connection) -> sqlite3.Connection:
+    """The DBAPI connection under ``conn``, for the prompt-time SQLite reads.
+
+    It is the connection of the open SQLAlchemy transaction, so its reads see the same
+    snapshot; SQLAlchemy's own per-statement work (≈ 20 µs and a ``Row`` per result row) is
+    a measurable share of a prepare that runs five such statements.
+    """
+    return conn.connection.driver_connection  # type: ignore[return-value]
+
+
+_SQLITE_DOC_COUNT = "SELECT df FROM search_terms WHERE scope_id = ? AND family = ? AND term = ?"
+_SQLITE_FREQUENCIES = (
+    "SELECT term, df FROM search_terms WHERE scope_id = ? AND family = ?"
+    " AND term IN (SELECT value FROM json_each(?))"
+)
 _DOC_COUNT = select(search_terms.c.df).where(
     search_terms.c.scope_id == bindparam("scope_id"),
     search_terms.c.family == bindparam("family"),
@@ -106,12 +127,6 @@ _FREQUENCIES = select(search_terms.c.term, search_terms.c.df).where(
     search_terms.c.scope_id == bindparam("scope_id"),
     search_terms.c.family == bindparam("family"),
     search_terms.c.term.in_(bindparam("terms", expanding=True)),
-)
-_JSON_TERMS = func.json_each(bindparam("terms")).table_valued("value")
-_FREQUENCIES_JSON = select(search_terms.c.term, search_terms.c.df).where(
-    search_terms.c.scope_id == bindparam("scope_id"),
-    search_terms.c.family == bindparam("family"),
-    search_terms.c.term.in_(select(_JSON_TERMS.c.value)),
 )
 
 
@@ -170,6 +185,7 @@ def _clear_frequencies(conn: Connection, family: IndexedFamily) -> None:
 # -- SQLite: FTS5 --------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1024)
 def _scope_prefix(scope_id: str) -> str:
     """16 hex digits naming the scope inside every FTS token (64 bits of its SHA-256).
 
@@ -269,7 +285,7 @@ class _SqliteFulltext:
             return []
         prefix = _scope_prefix(scope_id)
         query = " OR ".join(f'"{prefix}{t}"' for t in checked)
-        rows = conn.exec_driver_sql(self._sql[family].match, (query, limit)).all()
+        rows = _driver(conn).execute(self._sql[family].match, (query, limit)).fetchall()
         return [
             (rowid, body.split(" ") if body else [], repeats.split(" ") if repeats else [])
             for rowid, body, repeats in rows
@@ -309,10 +325,11 @@ class _SqliteStatements:
         self.doc_terms = f"SELECT terms FROM {docs} WHERE id = ?"
         self.remove_doc = f"DELETE FROM {docs} WHERE id = ?"
         self.remove_tokens = f"INSERT INTO {index}({index}, rowid, tokens) VALUES ('delete', ?, ?)"
-        # Newest first; the subquery's LIMIT bounds the candidates before any document is read.
+        # Newest first: FTS5 yields rowids in descending order and the LIMIT stops it before
+        # more documents are read (a join: ~8 % faster than ``id IN (subquery)``).
         self.match = (
-            f"SELECT id, terms, repeats FROM {docs} WHERE id IN (SELECT rowid FROM {index}"
-            f" WHERE {index} MATCH ? ORDER BY rowid DESC LIMIT ?) ORDER BY id DESC"
+            f"SELECT d.id, d.terms, d.repeats FROM {index} JOIN {docs} AS d ON d.id = {index}.rowid"
+            f" WHERE {index} MATCH ? ORDER BY {index}.rowid DESC LIMIT ?"
         )
         self.count = f"SELECT count(*) FROM {docs}"
         self.clear_tokens = f"INSERT INTO {index}({index}) VALUES ('delete-all')"
