@@ -34,7 +34,7 @@ INDEXED_FAMILIES: tuple[IndexedFamily, ...] = ("memory", "experience")
 DOCS_TERM = "#docs"
 _TERM = re.compile(r"^[a-z0-9]{1,64}$")
 _BATCH = 200  # OceanBase rejects very large multi-row statements (error 11049)
-_MERGE_PAGES = 256  # FTS5 pages merged per compaction step (a write transaction of a few ms)
+_MERGE_PAGES = 64  # FTS5 pages merged per compaction step: a write transaction of ≤ 10 ms
 
 
 class FulltextIndex(Protocol):
