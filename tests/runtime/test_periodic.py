@@ -1,7 +1,9 @@
-"""Background jobs: repeated on a timer, alive after a failing round, wired per backend."""
+"""Serving-process upkeep: background jobs (repeated on a timer, alive after a failing round,
+wired per backend) and the garbage collector's tuning."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from pathlib import Path
@@ -62,3 +64,16 @@ def test_sqlite_runtimes_compact_their_search_index_in_the_background(tmp_path: 
         ]
     finally:
         runtime.close()
+
+
+def test_the_serving_process_freezes_start_up_objects_and_collects_less_often() -> None:
+    from powercontext_runtime.cli.serve import tune_garbage_collector
+
+    before = gc.get_threshold()
+    try:
+        tune_garbage_collector()
+        assert gc.get_threshold() == (10_000, *before[1:])
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

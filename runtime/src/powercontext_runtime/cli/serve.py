@@ -12,6 +12,7 @@ worker can answer any request.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import signal
@@ -28,7 +29,7 @@ from ..logs import configure_logging
 from ..services.periodic import Periodic
 from ..settings import Settings
 
-__all__ = ["run", "worker_app"]
+__all__ = ["run", "tune_garbage_collector", "worker_app"]
 
 _log = logging.getLogger("powercontext.serve")
 _UVICORN_OPTIONS: dict[str, object] = {
@@ -37,6 +38,7 @@ _UVICORN_OPTIONS: dict[str, object] = {
     "server_header": False,
     "timeout_graceful_shutdown": 10,
 }
+_YOUNG_GENERATION_THRESHOLD = 10_000  # CPython's default is 700
 # Seconds between search-index compactions (SQLite): a round with nothing to merge is one
 # short write transaction per indexed family.
 COMPACT_INTERVAL = 10.0
@@ -101,6 +103,7 @@ def _serve_in_process(runtime: Runtime, settings: Settings) -> None:
         create_app(runtime), host=settings.host, port=settings.port, **_UVICORN_OPTIONS
     )
     server = uvicorn.Server(config)
+    tune_garbage_collector()
     # uvicorn re-raises a captured SIGTERM after its graceful shutdown; under the default
     # disposition that kills the process (exit -15) before the pool is closed. This handler
     # only asks the server to stop, so SIGTERM ends in a clean exit 0.
@@ -154,4 +157,20 @@ def worker_app() -> FastAPI:
             runtime.close()
 
     app.router.lifespan_context = lifespan
+    tune_garbage_collector()
     return app
+
+
+def tune_garbage_collector() -> None:
+    """Fewer, cheaper collections in a long-running server process.
+
+    Everything alive once the app is built (modules, routes, SQLAlchemy's and pydantic's
+    structures) is moved out of the collector's generations, so a full collection no longer
+    walks it; and the youngest generation is collected after 10,000 new containers instead
+    of 700, because a prepare creates a few thousand short-lived ones (the candidates' term
+    lists) that die with the request. Measured on 100k entries: +4 % one-worker throughput in
+    two interleaved runs each way (bench/RESULTS.md notes).
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(_YOUNG_GENERATION_THRESHOLD, *gc.get_threshold()[1:])
