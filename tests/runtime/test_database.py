@@ -176,3 +176,72 @@ def test_compaction_merges_the_index_into_one_segment_without_changing_it(tmp_pa
         assert runtime.compact_search_index() == 0  # nothing left to merge: a no-op round
     finally:
         runtime.close()
+
+
+def test_prompt_reads_have_their_own_warm_write_refusing_connection(tmp_path: Path) -> None:
+    """``prepare_context`` reads through one dedicated SQLite connection: it keeps its large
+    page cache between prompts, refuses writes, and still sees every committed write."""
+    from sqlalchemy.exc import OperationalError
+
+    from powercontext_runtime.store._sqlite import sqlite_driver
+
+    db = Database(f"sqlite:///{tmp_path / 'prompt.db'}", prompt_cache_kib=4096)
+    try:
+        db.create_schema()
+        db.write(lambda conn: conn.exec_driver_sql("CREATE TABLE notes (body TEXT)"))
+        with db.prompt_read() as conn:
+            first = sqlite_driver(conn)
+            assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -4096
+            with db.read() as nested:  # a read nested in it shares its snapshot
+                assert nested is conn
+            with pytest.raises(OperationalError, match="readonly"):
+                conn.exec_driver_sql("INSERT INTO notes VALUES ('lost')")
+        with db.read() as conn:  # the shared pool's connections keep the default cache
+            assert sqlite_driver(conn) is not first
+            assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -2000
+            assert conn.exec_driver_sql("SELECT count(*) FROM notes").scalar() == 0
+        db.write(lambda conn: conn.exec_driver_sql("INSERT INTO notes VALUES ('kept')"))
+        with db.prompt_read() as conn:  # the same connection, and no stale snapshot
+            assert sqlite_driver(conn) is first
+            assert conn.exec_driver_sql("SELECT body FROM notes").scalar() == "kept"
+    finally:
+        db.dispose()
+
+
+def test_concurrent_prompt_reads_do_not_wait_for_each_other(tmp_path: Path) -> None:
+    """Prompts normally run one at a time on the event loop; any other caller that prepares
+    concurrently gets an extra connection rather than queueing behind the warm one."""
+    import threading
+
+    db = Database(f"sqlite:///{tmp_path / 'concurrent.db'}")
+    try:
+        db.create_schema()
+        everyone_inside = threading.Barrier(4, timeout=10)
+        seen: list[int] = []
+
+        def prepare() -> None:
+            with db.prompt_read() as conn:
+                everyone_inside.wait()  # all four hold a prompt read at the same moment
+                seen.append(conn.exec_driver_sql("SELECT 1").scalar_one())
+
+        threads = [threading.Thread(target=prepare) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert seen == [1, 1, 1, 1]
+        assert not everyone_inside.broken
+    finally:
+        db.dispose()
+
+
+def test_an_in_memory_database_serves_prompt_reads_from_its_one_connection() -> None:
+    db = Database("sqlite:///:memory:")
+    try:
+        db.create_schema()
+        db.write(lambda conn: conn.exec_driver_sql("CREATE TABLE notes (body TEXT)"))
+        db.write(lambda conn: conn.exec_driver_sql("INSERT INTO notes VALUES ('kept')"))
+        with db.prompt_read() as conn:
+            assert conn.exec_driver_sql("SELECT body FROM notes").scalar() == "kept"
+    finally:
+        db.dispose()

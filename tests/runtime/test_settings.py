@@ -38,6 +38,9 @@ def test_overrides_beat_environment(tmp_path: Path) -> None:
         {"POWERCONTEXT_WORKERS": "two"},
         {"POWERCONTEXT_WORKERS": "-1"},
         {"POWERCONTEXT_WORKERS": "65"},
+        {"POWERCONTEXT_PROMPT_CACHE_MIB": "0"},
+        {"POWERCONTEXT_PROMPT_CACHE_MIB": "4097"},
+        {"POWERCONTEXT_PROMPT_CACHE_MIB": "64MB"},
     ],
 )
 def test_bad_configuration_is_an_error(tmp_path: Path, env: dict[str, str]) -> None:
@@ -64,3 +67,18 @@ def test_workers_default_to_one_and_accept_the_environment(tmp_path: Path) -> No
     assert Settings.load(env=base).workers == 1
     assert Settings.load(env={**base, "POWERCONTEXT_WORKERS": " 4 "}).workers == 4
     assert Settings.load(env={**base, "POWERCONTEXT_WORKERS": "4"}, workers=2).workers == 2
+
+
+def test_the_prompt_cache_defaults_to_64_mib_and_reaches_the_prompt_connection(
+    tmp_path: Path,
+) -> None:
+    from powercontext_runtime.composition import Runtime
+
+    base = {"POWERCONTEXT_HOME": str(tmp_path)}
+    assert Settings.load(env=base).prompt_cache_mib == 64
+    runtime = Runtime.open(Settings.load(env={**base, "POWERCONTEXT_PROMPT_CACHE_MIB": "8"}))
+    try:
+        with runtime.db.prompt_read() as conn:
+            assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -8 * 1024
+    finally:
+        runtime.close()

@@ -52,7 +52,7 @@ class Runtime:
         """Connect, create the schema idempotently and rebuild stale derived indexes."""
         if settings.database_url.startswith("sqlite:///") and not settings.in_memory:
             settings.home.mkdir(parents=True, exist_ok=True)
-        db = Database(settings.database_url)
+        db = Database(settings.database_url, prompt_cache_kib=settings.prompt_cache_mib * 1024)
         tokens = TokenStore(db)
         memory_store = MemoryStore(db, document_terms)
         memory = MemoryService(memory_store)
@@ -65,7 +65,7 @@ class Runtime:
             review=review,
             bootstrap=bootstrap,
             context=ContextService(
-                memory, review, bootstrap, PreparedContextBuilder(), snapshot=db.read
+                memory, review, bootstrap, PreparedContextBuilder(), snapshot=db.prompt_read
             ),
             flush=FlushService(FlushStore(db, memory_store), _extractor(settings)),
             sources=SourceStore(db),

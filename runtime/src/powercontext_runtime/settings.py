@@ -55,10 +55,10 @@ def _positive_float(value: object, name: str, *, allow_zero: bool = False) -> fl
     return number
 
 
-def _positive_int(value: object, name: str) -> int:
+def _int_between(value: object, name: str, low: int, high: int) -> int:
     text = str(value).strip()
-    if not text.isdigit() or not 1 <= int(text) <= MAX_WORKERS:
-        raise ConfigError(f"{name} must be an integer from 1 to {MAX_WORKERS}")
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise ConfigError(f"{name} must be an integer from {low} to {high}")
     return int(text)
 
 
@@ -70,6 +70,11 @@ def default_home(env: Mapping[str, str] | None = None) -> Path:
 
 
 MAX_WORKERS = 64
+#: Page cache of the SQLite connection that prepares context packs. At 100k entries a prompt's
+#: hot pages (search documents, postings, term frequencies, cited versions) take ≈ 40 MiB; the
+#: cache grows only as pages are read, so a small database costs only what it reads.
+DEFAULT_PROMPT_CACHE_MIB = 64
+MAX_PROMPT_CACHE_MIB = 4096
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ class Settings:
     #: HTTP worker processes (``serve --workers``). One is plenty for one developer; more let a
     #: busy team daemon use more than one core (the GIL caps a single process near one).
     workers: int = 1
+    prompt_cache_mib: int = DEFAULT_PROMPT_CACHE_MIB
 
     @property
     def token_file(self) -> Path:
@@ -173,8 +179,14 @@ class Settings:
             max_body_bytes=max_body,
             log_format=log_format,  # type: ignore[arg-type]
             log_level=str(pick("log_level", "POWERCONTEXT_LOG_LEVEL", "INFO")).upper(),
-            workers=_positive_int(
-                pick("workers", "POWERCONTEXT_WORKERS", 1), "POWERCONTEXT_WORKERS"
+            workers=_int_between(
+                pick("workers", "POWERCONTEXT_WORKERS", 1), "POWERCONTEXT_WORKERS", 1, MAX_WORKERS
+            ),
+            prompt_cache_mib=_int_between(
+                pick("prompt_cache_mib", "POWERCONTEXT_PROMPT_CACHE_MIB", DEFAULT_PROMPT_CACHE_MIB),
+                "POWERCONTEXT_PROMPT_CACHE_MIB",
+                1,
+                MAX_PROMPT_CACHE_MIB,
             ),
         )
         if given:

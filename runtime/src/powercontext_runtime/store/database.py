@@ -23,6 +23,7 @@ from sqlalchemy.pool import StaticPool
 
 from ..errors import UnavailableError
 from . import fulltext
+from ._sqlite import sqlite_driver
 from .schema import metadata
 
 __all__ = ["Backend", "Database", "RetryableConflict"]
@@ -47,13 +48,22 @@ class RetryableConflict(Exception):
 class Database:
     """Owns the engine and knows the backend; the only place that creates connections."""
 
-    def __init__(self, url: str, *, echo: bool = False) -> None:
+    def __init__(
+        self, url: str, *, echo: bool = False, prompt_cache_kib: int | None = None
+    ) -> None:
+        """``prompt_cache_kib``: page cache of the SQLite connection that serves prompts
+        (:meth:`prompt_read`); ``None`` keeps SQLite's default (2 MiB)."""
         parsed = make_url(url)
         self.url = parsed
         if parsed.get_backend_name() == "sqlite":
             self.backend: Backend = "sqlite"
             self.engine = _sqlite_engine(url, echo=echo)
             self._read_engine = self.engine
+            self._prompt_engine = (
+                _sqlite_engine(url, echo=echo, prompt_reader=True, cache_kib=prompt_cache_kib)
+                if _sqlite_file(url)
+                else self.engine
+            )
         elif parsed.get_backend_name() == "mysql":
             self.backend = "oceanbase"
             # Two pools whose connections keep their isolation level for life: switching one
@@ -61,6 +71,7 @@ class Database:
             # a prepare on OceanBase several extra round trips.
             self.engine = _mysql_engine(url, "READ COMMITTED", echo=echo)
             self._read_engine = _mysql_engine(url, "REPEATABLE READ", echo=echo)
+            self._prompt_engine = self._read_engine
         else:
             raise ValueError("database URL must be sqlite:/// or mysql+pymysql://")
         self.fulltext = fulltext.for_backend(self.backend)
@@ -92,8 +103,8 @@ class Database:
             )
 
     def dispose(self) -> None:
-        self.engine.dispose()
-        self._read_engine.dispose()
+        for engine in {self.engine, self._read_engine, self._prompt_engine}:
+            engine.dispose()
 
     def ping(self) -> None:
         with self._guard(), self.engine.connect() as conn:
@@ -120,11 +131,31 @@ class Database:
         ``prepare_context`` wraps its Memory and Experience searches in one read, so both see
         the same state and a prompt pays for one transaction, not two.
         """
+        with self._snapshot(self._read_engine) as conn:
+            yield conn
+
+    @contextmanager
+    def prompt_read(self) -> Iterator[Connection]:
+        """:meth:`read` for work that runs on every prompt (``prepare_context``).
+
+        On an SQLite file it uses a connection of its own, kept for that path only, that
+        refuses writes (``query_only``: preparing a pack writes nothing) and has a page cache
+        large enough for the search index's hot pages. A prompt reads a few hundred scattered
+        pages (candidate documents, postings, term frequencies); with SQLite's default 2 MiB
+        cache each one missing was a ``pread`` system call, about a fifth of a prepare's CPU
+        at 100k entries, and a pooled connection's cache was cooled by whatever else used it.
+        Elsewhere it is :meth:`read`.
+        """
+        with self._snapshot(self._prompt_engine) as conn:
+            yield conn
+
+    @contextmanager
+    def _snapshot(self, engine: Engine) -> Iterator[Connection]:
         current = self._open_read.get()
         if current is not None:
             yield current
             return
-        with self._guard(), self._read_engine.connect() as conn, conn.begin():
+        with self._guard(), engine.connect() as conn, conn.begin():
             token = self._open_read.set(conn)
             try:
                 yield conn
@@ -199,18 +230,30 @@ def _mysql_engine(url: str, isolation_level: str, *, echo: bool) -> Engine:
     )
 
 
-def _sqlite_engine(url: str, *, echo: bool) -> Engine:
-    database = make_url(url).database or ""
-    in_memory = database in ("", ":memory:")
+def _sqlite_file(url: str) -> bool:
+    return (make_url(url).database or "") not in ("", ":memory:")
+
+
+def _sqlite_engine(
+    url: str, *, echo: bool, prompt_reader: bool = False, cache_kib: int | None = None
+) -> Engine:
+    """The SQLite engine; with ``prompt_reader``, the prompt path's own (see
+    :meth:`Database.prompt_read`)."""
+    in_memory = not _sqlite_file(url)
     kwargs: dict[str, object] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
     if in_memory:
         # One shared connection, or each pooled connection would see its own empty database.
         kwargs["poolclass"] = StaticPool
     else:
-        # Most recently used first: prompt-time reads run one at a time on the event loop, so
-        # they keep reusing one connection whose page cache is warm (FIFO rotated through all
-        # of them; LIFO measured 2-3 % more prepare throughput at 100k entries).
-        kwargs["pool_use_lifo"] = True
+        # Every use ends its own transaction (``with conn.begin()``; a Connection that closes
+        # inside one rolls it back), so the pool's extra ROLLBACK on return is a wasted call.
+        # Most recently used first, so the connection that just served keeps its warm cache.
+        kwargs.update(pool_reset_on_return=None, pool_use_lifo=True)
+        if prompt_reader:
+            # Prompts are prepared one at a time on the event loop, so one connection (and one
+            # warm cache) serves them all; a concurrent caller (a test, an embedding program)
+            # gets a short-lived extra connection instead of waiting.
+            kwargs.update(pool_size=1, max_overflow=16)
     engine = create_engine(url, echo=echo, **kwargs)
 
     @event.listens_for(engine, "connect")
@@ -223,12 +266,18 @@ def _sqlite_engine(url: str, *, echo: bool) -> Engine:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA busy_timeout=30000")
+        if prompt_reader:
+            cursor.execute("PRAGMA query_only=ON")
+        if cache_kib is not None:
+            cursor.execute(f"PRAGMA cache_size=-{int(cache_kib)}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         mode = conn.get_execution_options().get("powercontext_begin", "DEFERRED")
-        conn.exec_driver_sql(f"BEGIN {mode}")
+        # On the driver: SQLAlchemy's statement machinery costs more than the BEGIN itself,
+        # and every prompt pays for one.
+        sqlite_driver(conn).execute(f"BEGIN {mode}")
 
     return engine
 

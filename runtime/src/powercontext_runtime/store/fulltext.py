@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sqlite3
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any, Literal, Protocol
@@ -25,6 +24,7 @@ from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from ..search.scoring import Document, document, split_repeats
+from ._sqlite import sqlite_driver
 from .schema import search_terms
 
 __all__ = ["DOCS_TERM", "FulltextIndex", "IndexedFamily", "for_backend"]
@@ -87,7 +87,7 @@ def read_frequencies(
     scopes have no Experience) then costs one point lookup instead of a lookup per query term.
     """
     if conn.dialect.name == "sqlite":
-        driver = _driver(conn)
+        driver = sqlite_driver(conn)
         found = driver.execute(_SQLITE_DOC_COUNT, (scope_id, family, DOCS_TERM)).fetchone()
         if not found or not found[0]:
             return 0, {}
@@ -101,16 +101,6 @@ def read_frequencies(
         return 0, {}
     rows = conn.execute(_FREQUENCIES, {**key, "terms": list(terms)}).all()
     return int(doc_count), {term: df for term, df in rows}
-
-
-def _driver(conn: Connection) -> sqlite3.Connection:
-    """The DBAPI connection under ``conn``, for the prompt-time SQLite reads.
-
-    It is the connection of the open SQLAlchemy transaction, so its reads see the same
-    snapshot; SQLAlchemy's own per-statement work (≈ 20 µs and a ``Row`` per result row) is
-    a measurable share of a prepare that runs five such statements.
-    """
-    return conn.connection.driver_connection  # type: ignore[return-value]
 
 
 _SQLITE_DOC_COUNT = "SELECT df FROM search_terms WHERE scope_id = ? AND family = ? AND term = ?"
@@ -285,7 +275,7 @@ class _SqliteFulltext:
             return []
         prefix = _scope_prefix(scope_id)
         query = " OR ".join(f'"{prefix}{t}"' for t in checked)
-        rows = _driver(conn).execute(self._sql[family].match, (query, limit)).fetchall()
+        rows = sqlite_driver(conn).execute(self._sql[family].match, (query, limit)).fetchall()
         return [
             (rowid, body.split(" ") if body else [], repeats.split(" ") if repeats else [])
             for rowid, body, repeats in rows
@@ -308,7 +298,7 @@ class _SqliteFulltext:
         a long prompt's lookup (≈ 16 terms) over 100k entries took 0.12 instead of 0.29 ms. A
         negative page count merges across levels; FTS5 reports work done as two or more changes.
         """
-        driver = _driver(conn)
+        driver = sqlite_driver(conn)
         before = driver.total_changes
         driver.execute(self._sql[family].merge, (-_MERGE_PAGES,))
         return driver.total_changes - before >= 2

@@ -48,6 +48,7 @@ from ._records import (
     new_id,
     sha256_hex,
 )
+from ._sqlite import sqlite_driver
 from .database import Database, now_ms
 from .fulltext import read_frequencies
 from .schema import memory_entries, memory_heads, memory_revisions, memory_versions
@@ -67,6 +68,12 @@ _HEAD = select(memory_heads.c.revision).where(memory_heads.c.scope_id == bindpar
 _VERSIONS_BY_ID = select(
     _v.c.id, _v.c.scope_id, _v.c.entry_id, _v.c.entry_version_id, _v.c.text
 ).where(_v.c.id.in_(bindparam("ids", expanding=True)))
+# The same two reads as fixed SQL for the SQLite driver cursor (see ``sqlite_driver``).
+_SQLITE_HEAD = "SELECT revision FROM memory_heads WHERE scope_id = ?"
+_SQLITE_VERSIONS_BY_ID = (
+    "SELECT id, scope_id, entry_id, entry_version_id, text FROM memory_versions"
+    " WHERE id IN (SELECT value FROM json_each(?))"
+)
 _VERSION_ROWIDS = select(_v.c.id).where(
     _v.c.scope_id == bindparam("scope_id"),
     _v.c.entry_version_id.in_(bindparam("version_ids", expanding=True)),
@@ -371,7 +378,7 @@ class MemoryStore:
             # (scope_id, entry_version_id) index and scan the whole scope.
             rows = {
                 row[0]: row
-                for row in conn.execute(_VERSIONS_BY_ID, {"ids": [r.rowid for r in ranked]})
+                for row in self._versions_by_id(conn, [r.rowid for r in ranked])
                 if row[1] == scope_id
             }
         # Final order: score, then entry id by byte order (ties at the cut were all kept).
@@ -429,8 +436,18 @@ class MemoryStore:
     # -- internals -------------------------------------------------------------------------
 
     def _head(self, conn: Connection, scope_id: str) -> int:
+        if self._db.backend == "sqlite":
+            found = sqlite_driver(conn).execute(_SQLITE_HEAD, (scope_id,)).fetchone()
+            return int(found[0]) if found else 0
         value = conn.execute(_HEAD, {"scope_id": scope_id}).scalar()
         return int(value or 0)
+
+    def _versions_by_id(self, conn: Connection, ids: list[int]) -> Sequence[Sequence[Any]]:
+        """(id, scope_id, entry_id, entry_version_id, text) of the given version rows."""
+        if self._db.backend == "sqlite":
+            found = sqlite_driver(conn).execute(_SQLITE_VERSIONS_BY_ID, (json.dumps(ids),))
+            return found.fetchall()
+        return conn.execute(_VERSIONS_BY_ID, {"ids": ids}).all()
 
     def _lock_head(self, conn: Connection, scope_id: str) -> int:
         """The head revision, locked for this transaction (0 when the scope has no memory)."""
