@@ -41,6 +41,9 @@ Usage (project venv; progress on stderr, Markdown or ``--json`` on stdout)::
     # ≈ 1.5 min), then rewrite the hook-latency section of RESULTS.md:
     .venv/bin/python bench/hook_latency.py --write-results
     # Keep the loaded scope for later runs: --data-dir /tmp/pc-hook --scope-id bench-hook-s42
+    # As a user runs it: the command `install` writes, from a venv holding only the kit and the
+    # plugin (what `make bench` does; this dev venv's editable installs cost ≈ 16 ms in `site`):
+    .venv/bin/python bench/hook_latency.py --python /tmp/plugin-venv/bin/python
     # Seconds-long smoke run (bench/run_all.py --smoke runs it; tests/bench/test_run_all_smoke.py):
     .venv/bin/python bench/hook_latency.py --smoke --json
     # Another hook command (absolute path, or resolved on PATH), or Claude Code's event shape:
@@ -549,6 +552,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "point, e.g. '.venv/bin/powercontext-codex hook user-prompt-submit'",
     )
     p.add_argument(
+        "--python",
+        help="interpreter of a plugin installation (a venv holding the hook kit and the host "
+        "plugin, installed as a user installs them): the hook runs exactly as `install` "
+        "registers it, and the reference processes use this interpreter too",
+    )
+    p.add_argument(
         "--no-plugin",
         action="store_true",
         help="do not also time the plugin console script when it is installed",
@@ -577,7 +586,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+#: The host plugins' modules, whose ``hook`` verb is what ``install`` registers.
+PLUGIN_MODULES = {"codex": "powercontext_codex", "claude-code": "powercontext_claude_code"}
+
+
 def hook_argv(args: argparse.Namespace) -> list[str]:
+    if args.python and not args.command:
+        # Exactly the command ``install`` writes into the host's hook settings for that
+        # interpreter (``<python> -I -m <plugin> hook user-prompt-submit``).
+        from powercontext_hook_kit.install import hook_command
+
+        module = PLUGIN_MODULES[args.host]
+        return shlex.split(hook_command(module, "user-prompt-submit", executable=args.python))
     if not args.command:
         return [sys.executable, "-m", "powercontext_hook_kit", "hook", args.host,
                 "user-prompt-submit"]  # fmt: skip
@@ -594,14 +614,22 @@ def hook_argv(args: argparse.Namespace) -> list[str]:
     return argv
 
 
-def plugin_script(host: str) -> Path | None:
-    """The plugin's console script in this interpreter's environment, if installed."""
-    script = Path(sys.executable).parent / f"powercontext-{host}"
+def plugin_script(host: str, python: str) -> Path | None:
+    """The plugin's console script in ``python``'s environment, if installed."""
+    script = Path(python).parent / f"powercontext-{host}"
     return script if script.is_file() and os.access(script, os.X_OK) else None
 
 
-def kit_has_bytecode() -> bool | None:
-    """Whether the hook kit's ``__init__`` has a ``.pyc`` next to it (``None``: not found)."""
+def kit_has_bytecode(python: str | None) -> bool | None:
+    """Whether the hook kit's ``__init__`` has a ``.pyc`` next to it (``None``: not found),
+    in this interpreter's environment or ``python``'s."""
+    if python is not None:
+        probe = (
+            "import importlib.util as u, os; s = u.find_spec('powercontext_hook_kit'); "
+            "print(s is not None and os.path.exists(u.cache_from_source(s.origin)))"
+        )
+        done = subprocess.run([python, "-I", "-c", probe], capture_output=True, text=True)
+        return done.stdout.strip() == "True" if done.returncode == 0 else None
     spec = importlib.util.find_spec("powercontext_hook_kit")
     if spec is None or spec.origin is None:
         return None
@@ -646,9 +674,14 @@ def host_event(host: str, prompt: Prompt, session_id: str, turn_id: str, cwd: Pa
 
 
 def build_series(args: argparse.Namespace, env: dict[str, str]) -> list[Series]:
-    py = sys.executable
+    py = args.python or sys.executable
     hook = hook_argv(args)
-    label = "hook (`--command`)" if args.command else "hook (`python -m powercontext_hook_kit`)"
+    if args.command:
+        label = "hook (`--command`)"
+    elif args.python:
+        label = f"hook as `install` registers it (`python {' '.join(hook[1:])}`)"
+    else:
+        label = "hook (`python -m powercontext_hook_kit`)"
     series = [
         Series(BARE, "`python -S -c pass` (no site)", [py, "-S", "-c", "pass"], env, False),
         Series(PASS, "`python -c pass`", [py, "-c", "pass"], env, False),
@@ -660,7 +693,7 @@ def build_series(args: argparse.Namespace, env: dict[str, str]) -> list[Series]:
         Series(NO_CAPTURE, "same hook, capture off (`POWERCONTEXT_CAPTURE_PROMPTS=0`)", hook,
                {**env, "POWERCONTEXT_CAPTURE_PROMPTS": "0"}, True),
     ]  # fmt: skip
-    script = None if (args.command or args.no_plugin) else plugin_script(args.host)
+    script = None if (args.command or args.no_plugin) else plugin_script(args.host, py)
     if script is not None:
         series.append(Series(PLUGIN, f"plugin script (`{script.name} hook user-prompt-submit`)",
                              [str(script), "hook", "user-prompt-submit"], env, True))  # fmt: skip
@@ -751,7 +784,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rng.getrandbits(48),
     )  # fmt: skip
     data_dir = Path(args.data_dir).resolve() if args.data_dir else None
-    bytecode = kit_has_bytecode()
+    bytecode = kit_has_bytecode(args.python)
     with _workspace() as tmp, open_target(args.url, args.token, None, data_dir) as target:
         log(f"hook_latency: {target.description}, scope {scope_id}, N = {args.entries:,}, "
             f"{args.samples} rounds, host {args.host}")  # fmt: skip
@@ -1062,8 +1095,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- Command: `{report['command']}`",
         f"- Hook: `{cfg['hook_command']}` (host `{cfg['host']}` event on stdin, "
         "`POWERCONTEXT_URL`/`_TOKEN`/`_SCOPE_ID` set, plugin data dir and `XDG_CONFIG_HOME` "
-        "in a temp dir; bytecode cached in a temp `PYTHONPYCACHEPREFIX`, as a wheel install has "
-        f"`.pyc`; the kit's source tree has .pyc: {cfg['kit_pyc_in_tree']})",
+        "in a temp dir; bytecode cached in a temp `PYTHONPYCACHEPREFIX` (ignored under `-I`), as "
+        f"a wheel install has `.pyc`; the kit's installed tree has .pyc: {cfg['kit_pyc_in_tree']})",
         f"- 1-minute load average: start {la['start']:.2f}, end {la['end']:.2f}, mean "
         f"{la['mean']:.2f}, max {la['max']:.2f}; during the timed rounds the machine was "
         f"{mc['busy_cores']:.2f} of {m['cpu_count']} cores busy, "
