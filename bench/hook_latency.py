@@ -56,7 +56,6 @@ import argparse
 import contextlib
 import hashlib
 import http.client
-import importlib.util
 import json
 import os
 import random
@@ -620,20 +619,15 @@ def plugin_script(host: str, python: str) -> Path | None:
     return script if script.is_file() and os.access(script, os.X_OK) else None
 
 
-def kit_has_bytecode(python: str | None) -> bool | None:
-    """Whether the hook kit's ``__init__`` has a ``.pyc`` next to it (``None``: not found),
-    in this interpreter's environment or ``python``'s."""
-    if python is not None:
-        probe = (
-            "import importlib.util as u, os; s = u.find_spec('powercontext_hook_kit'); "
-            "print(s is not None and os.path.exists(u.cache_from_source(s.origin)))"
-        )
-        done = subprocess.run([python, "-I", "-c", probe], capture_output=True, text=True)
-        return done.stdout.strip() == "True" if done.returncode == 0 else None
-    spec = importlib.util.find_spec("powercontext_hook_kit")
-    if spec is None or spec.origin is None:
-        return None
-    return Path(importlib.util.cache_from_source(spec.origin)).exists()
+def kit_has_bytecode(python: str) -> bool | None:
+    """Whether the hook kit's ``__init__`` has a ``.pyc`` next to it in ``python``'s
+    environment (``None``: not found)."""
+    probe = (
+        "import importlib.util as u, os; s = u.find_spec('powercontext_hook_kit'); "
+        "print(s is not None and os.path.exists(u.cache_from_source(s.origin)))"
+    )
+    done = subprocess.run([python, "-I", "-c", probe], capture_output=True, text=True)
+    return done.stdout.strip() == "True" if done.returncode == 0 else None
 
 
 def child_env(target: Target, scope_id: str, host: str, tmp: Path) -> dict[str, str]:
@@ -784,7 +778,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rng.getrandbits(48),
     )  # fmt: skip
     data_dir = Path(args.data_dir).resolve() if args.data_dir else None
-    bytecode = kit_has_bytecode(args.python)
+    bytecode = kit_has_bytecode(args.python or sys.executable)
     with _workspace() as tmp, open_target(args.url, args.token, None, data_dir) as target:
         log(f"hook_latency: {target.description}, scope {scope_id}, N = {args.entries:,}, "
             f"{args.samples} rounds, host {args.host}")  # fmt: skip

@@ -167,6 +167,14 @@ def _cpu_snapshot(daemon_pid: int | None) -> tuple[float, float, float] | None:
         return None
 
 
+def _other_cores(
+    before: tuple[float, float, float], after: tuple[float, float, float], wall: float
+) -> float:
+    """Cores used by processes other than this one and the daemon between two snapshots."""
+    busy, own, daemon = (a - b for a, b in zip(after, before, strict=True))
+    return max(0.0, busy - own - daemon) / wall
+
+
 def settle(daemon_pid: int | None, limit: float) -> float | None:
     """Wait until other processes use under ``NOISY_CORES`` for one whole second (at most
     ``limit`` seconds); the seconds waited, or ``None`` when it never got that quiet.
@@ -188,8 +196,7 @@ def settle(daemon_pid: int | None, limit: float) -> float | None:
         after, window = _cpu_snapshot(daemon_pid), time.perf_counter() - window
         if after is None:
             return 0.0
-        busy, own, daemon = (a - b for a, b in zip(after, before, strict=True))
-        if max(0.0, busy - own - daemon) / window < NOISY_CORES:
+        if _other_cores(before, after, window) < NOISY_CORES:
             return round(time.perf_counter() - started, 1)
         if time.perf_counter() - started >= limit:
             return None
@@ -219,9 +226,8 @@ def time_remembers(
     revision = int(last.json()["memory"]["revision"]) if last is not None else 0
     daemon_ms = background = None
     if before is not None and after is not None:
-        busy, own, daemon = (a - b for a, b in zip(after, before, strict=True))
-        daemon_ms = round(daemon * 1000 / len(timed), 3)
-        background = round(max(0.0, busy - own - daemon) / wall, 3)
+        daemon_ms = round((after[2] - before[2]) * 1000 / len(timed), 3)
+        background = round(_other_cores(before, after, wall), 3)
     return Timing(durations, revision, daemon_ms, background)
 
 
