@@ -60,7 +60,7 @@ def api(sqlite_runtime: Runtime) -> Iterator[TestClient]:
     """In-process HTTP client with auth on and the local token configured."""
     sqlite_runtime.ensure_local_token()
     token = sqlite_runtime.settings.token_file.read_text().strip()
-    with TestClient(create_app(sqlite_runtime)) as client:
+    with TestClient(create_app(sqlite_runtime), base_url="http://localhost") as client:
         client.headers["Authorization"] = f"Bearer {token}"
         yield client
 

@@ -214,13 +214,19 @@ def cli_json(daemon: Daemon, *args: str, stdin: str | None = None) -> Any:
     return json.loads(done.stdout)
 
 
-def create_token(daemon: Daemon, name: str, *scopes: str) -> str:
-    """A new API token through ``powercontext token create`` (works on the database directly)."""
+def create_token(
+    daemon: Daemon, name: str, *scopes: str, capabilities: tuple[str, ...] = ()
+) -> str:
+    """A new API token through ``powercontext token create`` (works on the database directly);
+    without ``capabilities``, the default (an agent's: read, write, propose)."""
     args = ["token", "create", "--name", name]
     for scope in scopes:
         args += ["--scope", scope]
+    for capability in capabilities:
+        args += ["--capability", capability]
     created = cli_json(daemon, *args)
     assert created["name"] == name and created["scopes"] == list(scopes)
+    assert created["capabilities"] == list(capabilities or ("read", "write", "propose"))
     return str(created["token"])
 
 

@@ -62,6 +62,7 @@ from tests.support.daemon import Daemon, start_daemon
 pytestmark = pytest.mark.e2e
 
 MAX_BODY = 1024 * 1024  # the default server limit (spec 03: 1 MiB)
+ALL = ("read", "write", "propose", "review", "admin")
 JSON = {"content-type": "application/json"}
 
 
@@ -574,7 +575,7 @@ def test_a_scoped_token_is_forbidden_elsewhere_for_every_operation(
     module_daemon: Daemon, http: httpx.Client
 ) -> None:
     base = f"git:e2e-team-{uuid.uuid4().hex[:8]}/"
-    limited = create_token(module_daemon, f"limited-{base[8:-1]}", base + "*")
+    limited = create_token(module_daemon, f"limited-{base[8:-1]}", base + "*", capabilities=ALL)
     inside, outside = base + "repo", new_scope("foreign")
     entry = remember(http, outside, "owned by another team")["entry"]
     outside_bodies, inside_bodies = valid_bodies(outside), valid_bodies(inside)

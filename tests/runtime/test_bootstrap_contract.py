@@ -58,9 +58,15 @@ def boot(rt: Runtime, principal: Principal = EVERYTHING, **fields: Any) -> Boots
     return rt.bootstrap.bootstrap(BootstrapContextRequest.model_validate(body), principal)
 
 
-def claim(rt: Runtime, receipt_id: str, state: str = "injected", scope: str = SCOPE) -> Any:
+def claim(
+    rt: Runtime,
+    receipt_id: str,
+    state: str = "injected",
+    scope: str = SCOPE,
+    principal: Principal = EVERYTHING,
+) -> Any:
     return rt.bootstrap.record_receipt(
-        RecordReceiptRequest(scope_id=scope, receipt_id=receipt_id, state=state)
+        RecordReceiptRequest(scope_id=scope, receipt_id=receipt_id, state=state), principal
     )
 
 
@@ -166,7 +172,7 @@ def test_scopes_contribute_in_canonical_order_and_are_authorised(runtime: Runtim
         "secret team entry",
         "shared org entry",
     ]
-    limited = Principal((SCOPE, "git:example.com/acme/*"))
+    limited = Principal("limited", (SCOPE, "git:example.com/acme/*"), frozenset({"read"}))
     response = boot(runtime, principal=limited)
     assert [i["scope_id"] for i in pack_items(response)] == [
         SCOPE,
@@ -326,7 +332,8 @@ def test_recall_skips_versions_delivered_whole_before_the_limit(runtime: Runtime
                 scope_id=SCOPE,
                 query="deploy checklist smoke tests",
                 bootstrap_receipt_id=receipt_id,
-            )
+            ),
+            EVERYTHING,
         )
         assert pack.content is not None
         return [i["citation"]["entry_id"] for i in json.loads(pack.content.split("\n")[4])["items"]]

@@ -205,7 +205,7 @@ def test_missing_or_wrong_token_is_401(api: TestClient) -> None:
 
 def test_a_token_without_the_scope_is_403(api: TestClient) -> None:
     runtime = api.app.state.runtime  # type: ignore[attr-defined]
-    token = runtime.tokens.create("limited", ["git:example.com/acme/*"])
+    token = runtime.tokens.create("limited", ["git:example.com/acme/*"], ["read"])
     headers = {"Authorization": f"Bearer {token}"}
     allowed = api.post("/v1/memory/search", json={"scope_id": SCOPE, "query": "q"},
                        headers=headers)

@@ -31,7 +31,7 @@ from powercontext_runtime.http.routes import router
 from powercontext_runtime.mcp import NEVER_EXPOSED, TOOLS
 from powercontext_runtime.mcp.server import build_server, call
 
-BASE = "http://testserver"
+BASE = "http://localhost"
 SCOPE = "git:example.com/acme/api"
 EXPECTED_TOOLS = {
     "search_memory", "list_memory_entries", "get_memory_entry", "remember_memory",
@@ -239,7 +239,9 @@ def test_invalid_arguments_are_an_invalid_request_tool_error(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_token_without_the_scope_is_scope_forbidden(sqlite_runtime: Runtime, mode: str) -> None:
-    token = sqlite_runtime.tokens.create("limited", ["git:example.com/acme/*"])
+    token = sqlite_runtime.tokens.create(
+        "limited", ["git:example.com/acme/*"], ["read", "write", "propose"]
+    )
 
     async def scenario(client: Client) -> None:
         _ok(await client.call_tool("list_memory_entries", {"scope_id": SCOPE}))

@@ -189,7 +189,9 @@ def test_32_concurrent_receipt_claims_exactly_one_succeeds(runtime: Runtime) -> 
     _remember_bootstrap_convention(runtime)
     receipt = _bootstrap(runtime).receipt.receipt_id
     claim = RecordReceiptRequest(scope_id=SCOPE, receipt_id=receipt, state="injected")
-    outcomes = run_at_once([partial(runtime.bootstrap.record_receipt, claim)] * 32)
+    outcomes = run_at_once(
+        [partial(runtime.bootstrap.record_receipt, claim, Principal.unrestricted())] * 32
+    )
 
     results = verdicts(outcomes)
     assert results.count(OK) == 1

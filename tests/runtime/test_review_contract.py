@@ -24,9 +24,12 @@ from powercontext_runtime.contract.review import (
     ReviseCandidateRequest,
 )
 from powercontext_runtime.errors import ConflictError, InvalidRequestError, NotFoundError
+from powercontext_runtime.services.auth import Principal
 
 SCOPE = "git:example.com/acme/review"
 EVIDENCE = [{"name": "content", "source_id": "task-result/run-42"}]
+
+EVERYTHING = Principal.unrestricted()
 
 
 def experience(**overrides: str) -> dict[str, str]:
@@ -240,7 +243,8 @@ def test_skills_are_reviewed_but_never_recalled(runtime: Runtime) -> None:
     pack = runtime.context.prepare(
         PrepareContextRequest(
             scope_id=SCOPE, query="regenerate the client and run the contract tests"
-        )
+        ),
+        EVERYTHING,
     )
     assert pack.status == "empty"
 
@@ -261,7 +265,7 @@ def test_pending_and_rejected_text_is_never_searchable(runtime: Runtime) -> None
         RememberMemoryRequest(scope_id=SCOPE, kind="fact", text="unrelated memory entry")
     )
     assert runtime.memory.search(SearchMemoryRequest(scope_id=SCOPE, query=marker)).hits == []
-    pack = runtime.context.prepare(PrepareContextRequest(scope_id=SCOPE, query=marker))
+    pack = runtime.context.prepare(PrepareContextRequest(scope_id=SCOPE, query=marker), EVERYTHING)
     assert pack.status == "empty"
     # Approve one revision, then a newer one: only the current head is recalled.
     ref1 = approve(runtime, pending).result_artifact
@@ -273,7 +277,7 @@ def test_pending_and_rejected_text_is_never_searchable(runtime: Runtime) -> None
         target=ref1.model_dump(),
     )
     approve(runtime, newer)
-    pack = runtime.context.prepare(PrepareContextRequest(scope_id=SCOPE, query=marker))
+    pack = runtime.context.prepare(PrepareContextRequest(scope_id=SCOPE, query=marker), EVERYTHING)
     assert pack.content is not None
     assert "revised lesson" in pack.content
     assert "pending lesson" not in pack.content and "rejected lesson" not in pack.content
@@ -319,7 +323,8 @@ def test_prepare_interleaves_at_most_two_experiences(runtime: Runtime) -> None:
             )
         )
     pack = runtime.context.prepare(
-        PrepareContextRequest(scope_id=SCOPE, query="flaky checkout tests payment sandbox")
+        PrepareContextRequest(scope_id=SCOPE, query="flaky checkout tests payment sandbox"),
+        EVERYTHING,
     )
     assert pack.content is not None
     items = json.loads(pack.content.split("\n")[4])["items"]

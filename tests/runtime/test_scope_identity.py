@@ -44,6 +44,10 @@ VARIANTS = [
 EVERYTHING = Principal.unrestricted()
 
 
+def _grant(pattern: str) -> Principal:
+    return Principal("limited", (pattern,), frozenset({"read"}))
+
+
 def _remember(rt: Runtime, scope: str, text: str, **extra: Any) -> Any:
     body = {"scope_id": scope, "kind": "fact", "text": text, **extra}
     return rt.memory.remember(RememberMemoryRequest.model_validate(body))
@@ -100,9 +104,13 @@ def test_case_and_accent_variant_scopes_stay_distinct(runtime: Runtime, a: str, 
     runtime.review.approve(ApproveCandidateRequest(
         scope_id=a, candidate_id=proposed.candidate_id, expected_version=1
     ))  # fmt: skip
-    recalled = runtime.context.prepare(PrepareContextRequest(scope_id=a, query="zanzibar deploy"))
+    recalled = runtime.context.prepare(
+        PrepareContextRequest(scope_id=a, query="zanzibar deploy"), EVERYTHING
+    )
     assert recalled.content is not None and "migrate zanzibar" in recalled.content
-    elsewhere = runtime.context.prepare(PrepareContextRequest(scope_id=b, query="zanzibar deploy"))
+    elsewhere = runtime.context.prepare(
+        PrepareContextRequest(scope_id=b, query="zanzibar deploy"), EVERYTHING
+    )
     assert elsewhere.status == "empty"
 
     # Handoff: each scope's first commit (base null) succeeds — no artifact_conflict.
@@ -119,12 +127,12 @@ def test_case_and_accent_variant_scopes_stay_distinct(runtime: Runtime, a: str, 
     with pytest.raises(NotFoundError):
         runtime.bootstrap.record_receipt(RecordReceiptRequest(
             scope_id=b, receipt_id=ready.receipt.receipt_id, state="injected"
-        ))  # fmt: skip
+        ), EVERYTHING)  # fmt: skip
     assert _bootstrap(runtime, b).status == "empty"
 
     # Token grants: neither an exact grant nor a grant of the scope and its children admits
     # the variant.
     for granted, other in ((a, b), (b, a)):
-        assert Principal((granted,)).allows(granted)
-        assert not Principal((granted,)).allows(other)
-        assert not Principal((granted + "*",)).allows(other)
+        assert _grant(granted).allows(granted)
+        assert not _grant(granted).allows(other)
+        assert not _grant(granted + "*").allows(other)

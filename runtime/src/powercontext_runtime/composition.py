@@ -13,8 +13,9 @@ from .context.builder import PreparedContextBuilder
 from .extraction import Extractor
 from .extraction.directives import DirectivesExtractor
 from .extraction.openai_compatible import OpenAICompatibleExtractor
+from .files import secure_data_dir
 from .search.analyzer import document_terms
-from .services.auth import Authenticator, ensure_local_token
+from .services.auth import Authenticator, ensure_local_tokens
 from .services.bootstrap import BootstrapService
 from .services.context import ContextService
 from .services.flush import FlushService
@@ -50,8 +51,7 @@ class Runtime:
     @classmethod
     def open(cls, settings: Settings, *, prepare: bool = True) -> Runtime:
         """Connect, create the schema idempotently and rebuild stale derived indexes."""
-        if settings.database_url.startswith("sqlite:///") and not settings.in_memory:
-            settings.home.mkdir(parents=True, exist_ok=True)
+        secure_data_dir(settings.home, settings.sqlite_file)
         db = Database(settings.database_url, prompt_cache_kib=settings.prompt_cache_mib * 1024)
         tokens = TokenStore(db)
         memory_store = MemoryStore(db, document_terms)
@@ -98,9 +98,11 @@ class Runtime:
         return [name for name, service in self._indexed() if not service.index_is_consistent()]
 
     def ensure_local_token(self) -> bool:
+        """Make sure the operator's and the agent's local token files are valid (auth on);
+        True if either was (re)issued."""
         if self.settings.auth == "none":
             return False
-        return ensure_local_token(self.tokens, self.settings.token_file)
+        return bool(ensure_local_tokens(self.tokens, self.settings.token_file.parent))
 
     @property
     def backend(self) -> str:

@@ -31,6 +31,8 @@ ALLOWED_FIELDS = frozenset(
         "url",
         "token_file",
         "auth",
+        "files",
+        "code",
     }
 )
 _TRUSTED_MESSAGE_LOGGERS = ("powercontext", "uvicorn")

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from ..client import PowerContextClient
 from ..client._common import default_url
+from ..contract.capabilities import AGENT_CAPABILITIES, ALL_CAPABILITIES
+from ..contract.common import check_scope_pattern
 from ..errors import PowerContextError
 from ..settings import Settings, read_token_file
 from .output import emit
@@ -33,6 +35,17 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
         required=True,
         dest="scopes",
         help="exact scope id or trailing-* prefix (repeatable)",
+    )
+    p.add_argument(
+        "--capability",
+        action="append",
+        dest="capabilities",
+        choices=ALL_CAPABILITIES,
+        help=(
+            "what the token may do (repeatable; default: "
+            + ", ".join(AGENT_CAPABILITIES)
+            + " — an agent's share; add review for a person who approves proposals)"
+        ),
     )
     p.set_defaults(handler=_token_create)
     p = verbs.add_parser(
@@ -63,20 +76,28 @@ def _open(args: argparse.Namespace) -> Runtime:
 
 def _token_create(args: argparse.Namespace) -> int:
     for pattern in args.scopes:
-        if not pattern.strip() or "*" in pattern[:-1]:
+        try:
+            check_scope_pattern(pattern)
+        except ValueError as exc:
             raise PowerContextError(
-                "scope patterns are exact ids or end with a single trailing *",
+                f"{exc} (scope patterns are exact ids or end with a single trailing *)",
                 code="invalid_request",
-            )
+            ) from None
+    # Listed in the documented order, each once.
+    wanted = set(args.capabilities or AGENT_CAPABILITIES)
+    capabilities = [c for c in ALL_CAPABILITIES if c in wanted]
     runtime = _open(args)
     try:
-        secret = runtime.tokens.create(args.name, args.scopes)
+        secret = runtime.tokens.create(args.name, args.scopes, capabilities)
     finally:
         runtime.close()
     emit(
-        {"name": args.name, "token": secret, "scopes": args.scopes},
+        {"name": args.name, "token": secret, "scopes": args.scopes, "capabilities": capabilities},
         as_json=args.json,
-        human=f"{secret}\n(shown once; grants: {', '.join(args.scopes)})",
+        human=(
+            f"{secret}\n(shown once; grants: {', '.join(args.scopes)}; "
+            f"may: {', '.join(capabilities)})"
+        ),
     )
     return 0
 
@@ -92,6 +113,7 @@ def _token_list(args: argparse.Namespace) -> int:
             "name": i.name,
             "token_id": i.token_id,
             "scopes": list(i.scopes),
+            "capabilities": list(i.capabilities),
             "created_at": datetime.fromtimestamp(i.created_at / 1000, UTC).isoformat(),
             "revoked": i.revoked,
         }
@@ -99,7 +121,8 @@ def _token_list(args: argparse.Namespace) -> int:
     ]
     human = (
         "\n".join(
-            f"{r['name']}  {', '.join(r['scopes'])}{'  (revoked)' if r['revoked'] else ''}"
+            f"{r['name']}  {', '.join(r['scopes'])}  [{', '.join(r['capabilities'])}]"
+            f"{'  (revoked)' if r['revoked'] else ''}"
             for r in rows
         )
         or "no tokens"

@@ -19,6 +19,7 @@ __all__ = [
     "SourceId",
     "SourceRef",
     "StrictModel",
+    "check_scope_pattern",
 ]
 
 
@@ -28,8 +29,15 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-def _has_control_character(value: str) -> bool:
-    return any(unicodedata.category(ch) == "Cc" for ch in value)
+#: Characters a key may not contain: controls (Cc), invisible formatting such as zero-width
+#: spaces and bidi overrides (Cf: U+200B, U+202E …), line/paragraph separators (Zl, Zp) and
+#: lone surrogates (Cs). Two keys that look identical on screen must be the same key, and a
+#: key must not reorder or hide the text around it where it is shown.
+_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def _has_forbidden_character(value: str) -> bool:
+    return any(unicodedata.category(ch) in _FORBIDDEN_CATEGORIES for ch in value)
 
 
 def _check_opaque_key(value: str) -> str:
@@ -42,9 +50,28 @@ def _check_opaque_key(value: str) -> str:
         raise ValueError("must contain a non-whitespace character")
     if value != value.strip():
         raise ValueError("must not start or end with whitespace")
-    if _has_control_character(value):
-        raise ValueError("must not contain control characters")
+    if _has_forbidden_character(value):
+        raise ValueError("must not contain control, invisible formatting or separator characters")
     return value
+
+
+def check_scope_pattern(pattern: str) -> str:
+    """A token's scope grant: an exact scope id, or one ending in a single ``*`` (a prefix;
+    ``*`` alone is every scope). The part before ``*`` obeys the scope id rules, so a pattern
+    that could never match (``' x'``, ``'a\u200b*'``) is refused when the token is made."""
+    prefix = pattern[:-1] if pattern.endswith("*") else pattern
+    if "*" in prefix:
+        raise ValueError("a scope pattern may contain only one trailing *")
+    if len(prefix) > limits.SCOPE_ID_MAX_CHARS:
+        raise ValueError(f"a scope pattern is at most {limits.SCOPE_ID_MAX_CHARS} characters")
+    try:
+        if prefix == pattern:  # an exact id
+            _check_opaque_key(prefix)
+        elif prefix:  # a prefix may end in a space ("git:a *" matches "git:a b")
+            _check_opaque_key(prefix + "x")
+    except ValueError as exc:
+        raise ValueError(f"a scope pattern {exc}") from None
+    return pattern
 
 
 _PRINTABLE_ASCII = re.compile(r"^[\x21-\x7e]+$")

@@ -6,12 +6,14 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
 
 from .. import __version__
 from ..composition import Runtime
 from ..mcp import McpEndpoint
 from .bootstrap_routes import bootstrap_router
 from .errors import install_error_handlers
+from .hosts import HostPolicy
 from .middleware import RequestMiddleware
 from .review_routes import review_router
 from .routes import router
@@ -27,7 +29,11 @@ _DESCRIPTION = (
 
 def create_app(runtime: Runtime) -> FastAPI:
     # MCP (spec 03 § MCP): the SDK's Streamable HTTP session manager runs in the app lifespan.
-    mcp = McpEndpoint(runtime, max_body_bytes=runtime.settings.max_body_bytes)
+    settings = runtime.settings
+    hosts = HostPolicy(settings.host, settings.allowed_hosts)
+    mcp = McpEndpoint(
+        runtime, max_body_bytes=settings.max_body_bytes, security=hosts.mcp_settings()
+    )
     app = FastAPI(
         title="PowerContext Runtime",
         version=__version__,
@@ -47,17 +53,22 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.add_route("/mcp", mcp, include_in_schema=False)
     # FastAPI includes routers lazily, so ``app.routes`` alone does not list the router's
     # paths; without them every request would be logged as "<unmatched>".
-    known = frozenset(
-        path
-        for route in (*app.routes, *router.routes, *review_router.routes, *bootstrap_router.routes)
-        if (path := getattr(route, "path", None))
-    )
+    routes = (*app.routes, *router.routes, *review_router.routes, *bootstrap_router.routes)
+    known = frozenset(path for route in routes if (path := getattr(route, "path", None)))
+    operations = {
+        route.path: route.operation_id
+        for route in routes
+        if isinstance(route, APIRoute) and route.operation_id
+    }
     app.add_middleware(
         RequestMiddleware,
         authenticator=runtime.authenticator,
-        auth_enabled=runtime.settings.auth == "token",
-        max_body_bytes=runtime.settings.max_body_bytes,
+        auth_enabled=settings.auth == "token",
+        max_body_bytes=settings.max_body_bytes,
         known_paths=known,
+        host_policy=hosts,
+        verify_on_loop=runtime.backend == "sqlite",
+        operations=operations,
     )
     return app
 

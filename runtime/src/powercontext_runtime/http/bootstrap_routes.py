@@ -47,7 +47,8 @@ def bootstrap_context(body: BootstrapContextRequest, request: Request) -> Bootst
 )
 def record_bootstrap_receipt(body: RecordReceiptRequest, request: Request) -> RecordReceiptResponse:
     """Claim a pending receipt (``injected``) before printing the pack, or mark it ``failed``."""
-    return scoped_runtime(request, body.scope_id).bootstrap.record_receipt(body)
+    runtime = scoped_runtime(request, body.scope_id)
+    return runtime.bootstrap.record_receipt(body, request.state.principal)
 
 
 @bootstrap_router.post(

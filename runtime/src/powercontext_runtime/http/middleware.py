@@ -1,5 +1,5 @@
-"""Pure-ASGI request hygiene: request ids, body size limit, authentication, access log, and
-the generic 500 for an exception nothing else answered.
+"""Pure-ASGI request hygiene: request ids, the Host/Origin check, body size limit,
+authentication, access log, and the generic 500 for an exception nothing else answered.
 
 Written as one raw ASGI middleware rather than Starlette's BaseHTTPMiddleware because it sits
 on every request of the prompt-time hot path, and because it must answer 401/413 *before* the
@@ -18,7 +18,9 @@ from typing import Any
 
 import anyio
 
+from ..errors import PowerContextError
 from ..services.auth import Authenticator, Principal
+from .hosts import HostPolicy
 
 __all__ = ["RequestMiddleware"]
 
@@ -31,7 +33,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 _log = logging.getLogger("powercontext.http")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _PUBLIC_PATHS = frozenset({"/health/live", "/health/ready", "/openapi.json"})
-_TOKEN_CACHE_SECONDS = 2.0
 
 
 class RequestMiddleware:
@@ -43,13 +44,23 @@ class RequestMiddleware:
         auth_enabled: bool,
         max_body_bytes: int,
         known_paths: frozenset[str],
+        host_policy: HostPolicy,
+        verify_on_loop: bool,
+        operations: dict[str, str],
     ) -> None:
+        """``verify_on_loop``: check tokens on the event loop (SQLite: a point read of a few
+        microseconds, cheaper than the hop to a worker thread) instead of in the thread pool
+        (OceanBase: a network round trip). ``operations``: the operation id of each route's
+        path, so a caller without the capability an operation needs is refused before its
+        body is read, like a caller without a token."""
         self._app = app
         self._authenticator = authenticator
         self._auth_enabled = auth_enabled
         self._max_body = max_body_bytes
         self._known_paths = known_paths
-        self._cache: dict[str, tuple[float, Principal]] = {}
+        self._hosts = host_policy
+        self._verify_on_loop = verify_on_loop
+        self._operations = operations
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -57,6 +68,7 @@ class RequestMiddleware:
             return
         started = time.perf_counter()
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host_headers = sum(1 for k, _ in scope["headers"] if k.lower() == b"host")
         incoming = headers.get("x-request-id", "")
         # 128 random bits as 32 hex digits (what ``uuid4().hex`` gives, minus its object).
         request_id = incoming if _REQUEST_ID.match(incoming) else os.urandom(16).hex()
@@ -75,7 +87,7 @@ class RequestMiddleware:
             await send(message)
 
         try:
-            await self._handle(scope, receive, send_with_id, headers)
+            await self._handle(scope, receive, send_with_id, headers, host_headers)
         except Exception as exc:
             if answering[0]:  # too late for an answer: the server drops the connection
                 raise
@@ -98,15 +110,32 @@ class RequestMiddleware:
             )
 
     async def _handle(
-        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str]
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: dict[str, str],
+        host_headers: int,
     ) -> None:
         path: str = scope["path"]
+        # First, on every route: a request that does not name this daemon is a browser being
+        # used against it (http/hosts.py), and learns nothing, not even whether auth is on.
+        if host_headers != 1 or not self._hosts.allows_host(headers.get("host")):
+            await _reply(send, 421, "host_not_allowed", "the Host header does not name this server")
+            return
+        if not self._hosts.allows_origin(headers.get("origin")):
+            await _reply(send, 403, "origin_not_allowed", "cross-origin requests are not allowed")
+            return
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self._max_body):
             await _reply(send, 413, "payload_too_large", "the request body is too large")
             return
         if self._auth_enabled and path not in _PUBLIC_PATHS:
-            principal = await self._authenticate(headers.get("authorization", ""))
+            try:
+                principal = await self._authenticate(headers.get("authorization", ""))
+            except PowerContextError as exc:  # the token store is unavailable: a typed 503
+                await _reply(send, exc.status, exc.code, exc.message)
+                return
             if principal is None:
                 await _reply(
                     send,
@@ -116,6 +145,13 @@ class RequestMiddleware:
                     extra_headers=[(b"www-authenticate", b"Bearer")],
                 )
                 return
+            operation = self._operations.get(path)
+            if operation is not None:
+                try:
+                    principal.authorize(operation, None)
+                except PowerContextError as exc:
+                    await _reply(send, exc.status, exc.code, exc.message, details=exc.details)
+                    return
         else:
             principal = Principal.unrestricted()
         scope.setdefault("state", {})["principal"] = principal
@@ -130,22 +166,16 @@ class RequestMiddleware:
         await self._app(scope, receive, send)
 
     async def _authenticate(self, header: str) -> Principal | None:
+        """Every request's token is checked against the database, never a cache: a revoked
+        token stops working on its next request, in every worker and on every daemon that
+        shares the database."""
         scheme, _, token = header.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             return None
-        now = time.monotonic()
-        cached = self._cache.get(token)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        principal = await anyio.to_thread.run_sync(self._authenticator.principal_for, token)
-        if principal is None:
-            self._cache.pop(token, None)
-            return None
-        if len(self._cache) > 256:
-            self._cache.clear()
-        self._cache[token] = (now + _TOKEN_CACHE_SECONDS, principal)
-        return principal
+        if self._verify_on_loop:
+            return self._authenticator.principal_for(token)
+        return await anyio.to_thread.run_sync(self._authenticator.principal_for, token)
 
 
 async def _reply(
@@ -154,8 +184,9 @@ async def _reply(
     code: str,
     message: str,
     extra_headers: list[tuple[bytes, bytes]] | None = None,
+    details: dict[str, Any] | None = None,
 ) -> None:
-    body = json.dumps({"error": {"code": code, "message": message, "details": None}}).encode()
+    body = json.dumps({"error": {"code": code, "message": message, "details": details}}).encode()
     await send(
         {
             "type": "http.response.start",

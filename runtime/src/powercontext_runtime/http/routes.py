@@ -43,14 +43,19 @@ router = APIRouter()
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     descriptions = {
         401: "Missing or invalid bearer token",
-        403: "The token is not granted this scope",
+        403: "The token is not granted this scope or capability, or a foreign Origin",
         404: "Not found",
         409: "Conflict (typed code in the envelope)",
         413: "Body over the server limit",
+        421: "The Host header does not name this runtime",
         422: "Invalid request",
         503: "Database unavailable",
     }
-    return {s: {"model": ErrorEnvelope, "description": descriptions[s]} for s in statuses}
+    # Every route refuses a Host that does not name the runtime (http/hosts.py).
+    return {
+        s: {"model": ErrorEnvelope, "description": descriptions[s]}
+        for s in sorted({*statuses, 421})
+    }
 
 
 _SCOPED = error_responses(401, 403, 413, 422, 503)
@@ -58,8 +63,13 @@ _WRITE = error_responses(401, 403, 404, 409, 413, 422, 503)
 
 
 def scoped_runtime(request: Request, scope_id: str) -> Runtime:
-    """The runtime, after checking the caller may act on ``scope_id``."""
-    request.state.principal.require(scope_id)
+    """The runtime, after checking the caller may run this route's operation on ``scope_id``.
+
+    The operation is the matched route's ``operation_id``, so what it requires comes from the
+    one table MCP uses too (``services/auth.py``); a route without one needs ``admin``.
+    """
+    operation = getattr(request.scope.get("route"), "operation_id", None) or ""
+    request.state.principal.authorize(operation, scope_id)
     return request.app.state.runtime
 
 
@@ -114,10 +124,11 @@ async def prepare_context(body: PrepareContextRequest, request: Request) -> JSON
     # and back cost more than the GIL time it could overlap. On OceanBase it waits on network
     # round trips and goes to the pool like every other operation.
     runtime = scoped_runtime(request, body.scope_id)
+    principal = request.state.principal
     if runtime.backend == "sqlite":
-        prepared = runtime.context.prepare(body)
+        prepared = runtime.context.prepare(body, principal)
     else:
-        prepared = await run_in_threadpool(runtime.context.prepare, body)
+        prepared = await run_in_threadpool(runtime.context.prepare, body, principal)
     # Returned as a response, FastAPI skips re-validating and re-serialising the pack against
     # ``response_model`` (≈ 50 µs a prompt); the builder's output is the contract already
     # (property-tested), and ``response_model`` still documents it in the OpenAPI.

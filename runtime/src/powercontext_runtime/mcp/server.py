@@ -31,6 +31,7 @@ from typing import Any, Protocol, cast
 import anyio
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     INVALID_PARAMS,
@@ -52,7 +53,7 @@ from ..errors import (
     UnauthorizedError,
     validation_error_items,
 )
-from ..services.auth import Principal
+from ..services.auth import Principal, required_capability
 from .tools import TOOLS, ToolSpec
 
 __all__ = ["McpEndpoint", "build_server"]
@@ -84,9 +85,16 @@ def build_server(runtime: Runtime, tools: Sequence[ToolSpec] = TOOLS) -> Server[
     input_schemas = {tool.name: tool.input_schema for tool in listing}
 
     async def list_tools(
-        _ctx: ServerRequestContext[Any], _params: PaginatedRequestParams | None
+        ctx: ServerRequestContext[Any], _params: PaginatedRequestParams | None
     ) -> ListToolsResult:
-        return ListToolsResult(tools=listing)
+        # Only the tools the caller may call: an agent's token sees no review tools.
+        try:
+            principal = principal_of(ctx.request)
+        except UnauthorizedError:
+            return ListToolsResult(tools=[])
+        return ListToolsResult(
+            tools=[tool for tool in listing if principal.can(required_capability(tool.name))]
+        )
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: CallToolRequestParams
@@ -116,13 +124,16 @@ async def call(
     """Run one tool exactly like its HTTP route: authenticate, validate, authorise, delegate."""
     try:
         principal = principal_of(request)
+        # The capability first, as over HTTP: a caller that may not run the tool learns
+        # nothing about its arguments' validation.
+        principal.authorize(tool.name, None)
         try:
             body = tool.request.model_validate(dict(arguments or {}))
         except ValidationError as exc:
             raise InvalidRequestError(
                 "the request is invalid", details={"errors": validation_errors(exc)}
             ) from None
-        principal.require(cast(_Scoped, body).scope_id)
+        principal.authorize(tool.name, cast(_Scoped, body).scope_id)
         # Services are synchronous SQLAlchemy code: never run them on the event loop. This is
         # the same thread pool FastAPI uses for the HTTP routes.
         result = await anyio.to_thread.run_sync(tool.invoke, runtime, body)
@@ -184,9 +195,12 @@ class McpEndpoint:
     lets a request that arrives outside a lifespan get a clean 503 envelope instead of a 500.
     """
 
-    def __init__(self, runtime: Runtime, *, max_body_bytes: int) -> None:
+    def __init__(
+        self, runtime: Runtime, *, max_body_bytes: int, security: TransportSecuritySettings
+    ) -> None:
         self._server = build_server(runtime)
         self._max_body = max_body_bytes
+        self._security = security
         self._manager: StreamableHTTPSessionManager | None = None
 
     @asynccontextmanager
@@ -198,10 +212,9 @@ class McpEndpoint:
             json_response=True,
             # RequestMiddleware already enforces the server limit; keep the SDK's in step.
             max_request_body_size=self._max_body,
-            # No DNS-rebinding Host/Origin allow-list: like every other route, /mcp is guarded
-            # by the bearer token (auth may be off only on loopback), and a fixed host list
-            # would break clients reaching the daemon through another name.
-            security_settings=None,
+            # RequestMiddleware has already refused a foreign Host or Origin on every route;
+            # the SDK's own DNS-rebinding check gets the same allow-list (http/hosts.py).
+            security_settings=self._security,
         )
         async with manager.run():
             self._manager = manager

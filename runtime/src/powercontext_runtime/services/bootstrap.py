@@ -92,24 +92,34 @@ class BootstrapService:
         self._store.purge_expired()
         handoff = None if req.handoff_ref is None else req.handoff_ref.model_dump()
         fingerprint = sha256_hex("bootstrap-fingerprint-v1", req.profile, req.max_bytes, handoff)
+        # The principal is part of the event's identity: a host event is one token's, and a
+        # request with the same event under another token is a different event, with its own
+        # receipt built under its own grants — never a replay of someone else's pack.
         event_key = (
             None
             if req.event_id is None
             else sha256_hex(
-                "bootstrap-event-v1", req.scope_id, req.integration, req.lifecycle, req.event_id
+                "bootstrap-event-v2",
+                principal.principal_id,
+                req.scope_id,
+                req.integration,
+                req.lifecycle,
+                req.event_id,
             )
         )
         if event_key is not None:
             existing = self._store.receipt_for_event(event_key)
             if existing is not None:
-                return self._replay(req, existing, fingerprint)
+                return self._replay(req, existing, fingerprint, principal)
         if not req.enabled:
-            return self._skipped(req, event_key, fingerprint, omitted=0)
+            return self._skipped(req, principal, event_key, fingerprint, omitted=0)
         candidates, omitted = self._eligible(req, principal)
         pack = build_bootstrap(candidates, req.max_bytes)
         omitted += pack.omitted
         if pack.content is None:
-            return self._skipped(req, event_key, fingerprint, omitted=omitted, status="empty")
+            return self._skipped(
+                req, principal, event_key, fingerprint, omitted=omitted, status="empty"
+            )
         items = [
             {
                 "kind": p.candidate.kind,
@@ -122,6 +132,7 @@ class BootstrapService:
         ]
         record = self._store.create_receipt(
             scope_id=req.scope_id,
+            principal_id=principal.principal_id,
             integration=req.integration,
             lifecycle=req.lifecycle,
             event_key=event_key,
@@ -133,11 +144,16 @@ class BootstrapService:
         )
         if record.items != items or record.state != "pending":
             # A concurrent first request for this event won: answer with *its* receipt.
-            return self._replay(req, record, fingerprint)
+            return self._replay(req, record, fingerprint, principal)
         return _ready(pack.content, items, omitted, record)
 
-    def record_receipt(self, req: RecordReceiptRequest) -> RecordReceiptResponse:
-        stored = self._store.transition(req.scope_id, req.receipt_id, req.state)
+    def record_receipt(
+        self, req: RecordReceiptRequest, principal: Principal
+    ) -> RecordReceiptResponse:
+        """Claim or fail the caller's own pending receipt (anyone else's is not found)."""
+        stored = self._store.transition(
+            req.scope_id, req.receipt_id, req.state, principal.principal_id
+        )
         if stored is not None:
             raise ConflictError(
                 "the receipt was already claimed or finalised",
@@ -146,13 +162,13 @@ class BootstrapService:
             )
         return RecordReceiptResponse(receipt_id=req.receipt_id, state=req.state)
 
-    def delivered_whole(self, scope_id: str, receipt_id: str) -> set[str]:
-        """Memory versions of this scope an *injected* receipt delivered untruncated.
+    def delivered_whole(self, scope_id: str, receipt_id: str, principal: Principal) -> set[str]:
+        """Memory versions of this scope the caller's *injected* receipt delivered untruncated.
 
-        Anything else — unknown, expired, foreign-scope or not injected — excludes nothing:
-        recall de-duplication fails open.
+        Anything else — unknown, expired, foreign-scope, another principal's or not injected —
+        excludes nothing: recall de-duplication fails open.
         """
-        record = self._store.receipt(scope_id, receipt_id)
+        record = self._store.receipt(scope_id, receipt_id, principal.principal_id)
         if record is None or record.state != "injected":
             return set()
         return {
@@ -215,7 +231,11 @@ class BootstrapService:
         return candidates + memory[:MAX_MEMORY_ITEMS], omitted
 
     def _replay(
-        self, req: BootstrapContextRequest, record: ReceiptRecord, fingerprint: str
+        self,
+        req: BootstrapContextRequest,
+        record: ReceiptRecord,
+        fingerprint: str,
+        principal: Principal,
     ) -> BootstrapContextResponse:
         if record.fingerprint != fingerprint:
             raise ConflictError(
@@ -224,9 +244,22 @@ class BootstrapService:
             )
         if record.state != "pending":
             return _skipped_response(record.receipt_id, record.state, ephemeral=False)
+        if record.principal_id != principal.principal_id:
+            # Unreachable while event keys include the principal; kept so that a receipt can
+            # never be replayed to anyone but its creator, whatever finds it.
+            raise NotFoundError("no such receipt", code="receipt_not_found")
         if not req.enabled:
-            stored = self._store.transition(req.scope_id, record.receipt_id, "skipped")
+            stored = self._store.transition(
+                req.scope_id, record.receipt_id, "skipped", principal.principal_id
+            )
             return _skipped_response(record.receipt_id, stored or "skipped", ephemeral=False)
+        if not all(principal.allows(item["scope_id"]) for item in record.items):
+            # Every reread is authorised again: an item the caller may no longer read ends
+            # the receipt (failed) instead of being served from what was allowed before.
+            stored = self._store.transition(
+                req.scope_id, record.receipt_id, "failed", principal.principal_id
+            )
+            return _skipped_response(record.receipt_id, stored or "failed", ephemeral=False)
         candidates = [self._reread(item) for item in record.items]
         pack = build_bootstrap(candidates, req.max_bytes)
         assert pack.content is not None  # the same candidates placed before
@@ -248,6 +281,7 @@ class BootstrapService:
     def _skipped(
         self,
         req: BootstrapContextRequest,
+        principal: Principal,
         event_key: str | None,
         fingerprint: str,
         *,
@@ -259,6 +293,7 @@ class BootstrapService:
         else:
             record = self._store.create_receipt(
                 scope_id=req.scope_id,
+                principal_id=principal.principal_id,
                 integration=req.integration,
                 lifecycle=req.lifecycle,
                 event_key=event_key,

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from ..context.builder import ExperienceHit, MemoryHit, PreparedContext, PreparedContextBuilder
 from ..contract.context import PrepareContextRequest
 from ..search.analyzer import query_terms
+from .auth import Principal
 from .bootstrap import BootstrapService
 from .memory import MemoryService
 from .review import ReviewService
@@ -37,13 +38,18 @@ class ContextService:
         self._builder = builder
         self._snapshot = snapshot
 
-    def prepare(self, req: PrepareContextRequest) -> PreparedContext:
+    def prepare(self, req: PrepareContextRequest, principal: Principal) -> PreparedContext:
+        """``principal``: the caller, whose own bootstrap receipt alone may de-duplicate."""
         with self._snapshot():  # one read transaction for every lookup below
-            return self._prepare(req)
+            return self._prepare(req, principal)
 
-    def _prepare(self, req: PrepareContextRequest) -> PreparedContext:
+    def _prepare(self, req: PrepareContextRequest, principal: Principal) -> PreparedContext:
         delivered = (
-            frozenset(self._bootstrap.delivered_whole(req.scope_id, req.bootstrap_receipt_id))
+            frozenset(
+                self._bootstrap.delivered_whole(
+                    req.scope_id, req.bootstrap_receipt_id, principal
+                )
+            )
             if req.bootstrap_receipt_id
             else frozenset()
         )

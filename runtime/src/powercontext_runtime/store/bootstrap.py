@@ -59,6 +59,7 @@ class TaggedEntry:
 class ReceiptRecord:
     receipt_id: str
     scope_id: str
+    principal_id: str | None
     fingerprint: str
     state: str
     items: list[dict[str, Any]]
@@ -248,14 +249,21 @@ class BootstrapStore:
     # -- receipts -----------------------------------------------------------------------------
 
     def receipt_for_event(self, event_key: str) -> ReceiptRecord | None:
+        """The live receipt of a stable host event (event keys include the principal, so it
+        can only be the caller's own)."""
         with self._db.read() as conn:
             row = conn.execute(select(_r).where(_r.c.event_key == event_key)).first()
         return None if row is None or row.expires_at <= now_ms() else _receipt(row)
 
-    def receipt(self, scope_id: str, receipt_id: str) -> ReceiptRecord | None:
+    def receipt(self, scope_id: str, receipt_id: str, principal_id: str) -> ReceiptRecord | None:
+        """A live receipt of this scope created by this principal; None for anyone else's."""
         with self._db.read() as conn:
             row = conn.execute(
-                select(_r).where(_r.c.receipt_id == receipt_id, _r.c.scope_id == scope_id)
+                select(_r).where(
+                    _r.c.receipt_id == receipt_id,
+                    _r.c.scope_id == scope_id,
+                    _r.c.principal_id == principal_id,
+                )
             ).first()
         return None if row is None or row.expires_at <= now_ms() else _receipt(row)
 
@@ -263,6 +271,7 @@ class BootstrapStore:
         self,
         *,
         scope_id: str,
+        principal_id: str,
         integration: str,
         lifecycle: str,
         event_key: str | None,
@@ -287,6 +296,7 @@ class BootstrapStore:
                 insert(_r).values(
                     receipt_id=receipt_id,
                     scope_id=scope_id,
+                    principal_id=principal_id,
                     integration=integration,
                     lifecycle=lifecycle,
                     event_key=event_key,
@@ -302,23 +312,31 @@ class BootstrapStore:
                 )
             )
             return ReceiptRecord(
-                receipt_id, scope_id, fingerprint, state, items, now + RECEIPT_TTL_MS
+                receipt_id, scope_id, principal_id, fingerprint, state, items, now + RECEIPT_TTL_MS
             )
 
         return self._db.write(work)
 
-    def transition(self, scope_id: str, receipt_id: str, state: str) -> str | None:
+    def transition(
+        self, scope_id: str, receipt_id: str, state: str, principal_id: str
+    ) -> str | None:
         """Move a pending receipt to ``state``; the stored state when it was not pending.
 
-        Returns ``None`` on success. Raises ``NotFoundError`` for an unknown receipt.
+        Returns ``None`` on success. Raises ``NotFoundError`` for an unknown receipt, and for
+        another principal's: whoever did not create a receipt can neither consume it nor
+        learn that it exists.
         """
+        mine = (
+            _r.c.receipt_id == receipt_id,
+            _r.c.scope_id == scope_id,
+            _r.c.principal_id == principal_id,
+        )
 
         def work(conn: Connection) -> str | None:
             changed = conn.execute(
                 update(_r)
                 .where(
-                    _r.c.receipt_id == receipt_id,
-                    _r.c.scope_id == scope_id,
+                    *mine,
                     _r.c.state == "pending",
                     _r.c.expires_at > now_ms(),
                 )
@@ -326,11 +344,7 @@ class BootstrapStore:
             ).rowcount
             if changed == 1:
                 return None
-            stored = conn.execute(
-                select(_r.c.state, _r.c.expires_at).where(
-                    _r.c.receipt_id == receipt_id, _r.c.scope_id == scope_id
-                )
-            ).first()
+            stored = conn.execute(select(_r.c.state, _r.c.expires_at).where(*mine)).first()
             if stored is None or stored.expires_at <= now_ms():
                 raise NotFoundError("no such receipt", code="receipt_not_found")
             return str(stored.state)
@@ -358,6 +372,7 @@ def _receipt(row: Any) -> ReceiptRecord:
     return ReceiptRecord(
         row.receipt_id,
         row.scope_id,
+        row.principal_id,
         row.fingerprint,
         row.state,
         json.loads(row.items),

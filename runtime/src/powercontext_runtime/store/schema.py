@@ -10,6 +10,7 @@ from __future__ import annotations
 from sqlalchemy import (
     BigInteger,
     Column,
+    Connection,
     Index,
     Integer,
     MetaData,
@@ -17,6 +18,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects import mysql
 
@@ -139,6 +141,9 @@ tokens = Table(
     Column("name", String(128), nullable=False),
     Column("secret_hash", String(64), nullable=False),
     Column("scopes", Text, nullable=False),
+    # JSON list of capabilities (services/auth.py); NULL on tokens made before capabilities
+    # existed, which hold an agent's (read, write, propose) — never review.
+    Column("capabilities", Text, nullable=True),
     Column("created_at", BigInteger, nullable=False),
     Column("revoked_at", BigInteger, nullable=True),
     UniqueConstraint("name", name="uq_tokens_name"),
@@ -235,6 +240,9 @@ bootstrap_receipts = Table(
     Column("fingerprint", String(64), nullable=False),
     Column("state", String(16), nullable=False),
     Column("items", Text, nullable=False),
+    # The token that created the receipt: only it may replay, claim or de-duplicate with it.
+    # NULL on receipts from before the binding, which no caller matches (they expire).
+    Column("principal_id", String(64), nullable=True),
     Column("pack_digest", String(80), nullable=True),
     Column("content_bytes", Integer, nullable=False),
     Column("created_at", BigInteger, nullable=False),
@@ -244,3 +252,45 @@ bootstrap_receipts = Table(
     Index("ix_bootstrap_receipts_expiry", "expires_at"),
     **_TABLE_OPTIONS,
 )
+
+
+def add_missing_columns(conn: Connection) -> list[str]:
+    """Add the nullable columns a newer release introduced to tables an older one created.
+
+    ``create_all`` creates missing tables but never alters existing ones. Every column added
+    after a table first shipped is nullable, and NULL means "from before": so adding it is the
+    whole upgrade, on both backends, and running it again does nothing. Returns the
+    ``table.column`` names added.
+    """
+    added = []
+    for table in metadata.sorted_tables:
+        present = _column_names(conn, table.name)
+        for column in table.columns:
+            if column.name in present:
+                continue
+            if not column.nullable:
+                raise RuntimeError(f"{table.name}.{column.name} cannot be added: not nullable")
+            kind = column.type.compile(dialect=conn.dialect)
+            preparer = conn.dialect.identifier_preparer
+            conn.exec_driver_sql(
+                f"ALTER TABLE {preparer.quote(table.name)} "
+                f"ADD COLUMN {preparer.quote(column.name)} {kind} NULL"
+            )
+            added.append(f"{table.name}.{column.name}")
+    return added
+
+
+def _column_names(conn: Connection, table: str) -> set[str]:
+    """The columns a table has in the database (SQLAlchemy's reflection would parse
+    OceanBase's ``SHOW CREATE TABLE``, whose index options it does not know, with warnings)."""
+    if conn.dialect.name == "sqlite":
+        rows = conn.exec_driver_sql(f"PRAGMA table_info({table})")
+        return {row[1] for row in rows}
+    rows = conn.execute(
+        text(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = DATABASE() AND table_name = :table"
+        ),
+        {"table": table},
+    )
+    return {row[0] for row in rows}

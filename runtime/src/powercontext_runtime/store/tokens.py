@@ -1,4 +1,4 @@
-"""API tokens: stored only as hashes, each granted a list of scope patterns (spec 03).
+"""API tokens: stored only as hashes, each granted scope patterns and capabilities (spec 03).
 
 A token reads ``pc_<token id>_<secret>``. The id locates the row; the secret's SHA-256 is
 compared in constant time. The secret carries 256 random bits, so a fast hash is enough: there
@@ -15,11 +15,15 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, insert, select, update
 
+from ..contract.capabilities import AGENT_CAPABILITIES
 from ..errors import ConflictError, NotFoundError
 from .database import Database, now_ms
 from .schema import tokens
 
-__all__ = ["TokenInfo", "TokenStore", "scope_matches"]
+__all__ = ["LEGACY_CAPABILITIES", "TokenInfo", "TokenStore", "scope_matches"]
+
+#: What a token created before capabilities existed may do: an agent's share, never review.
+LEGACY_CAPABILITIES: tuple[str, ...] = AGENT_CAPABILITIES
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +31,7 @@ class TokenInfo:
     token_id: str
     name: str
     scopes: tuple[str, ...]
+    capabilities: tuple[str, ...]
     created_at: int
     revoked: bool
 
@@ -57,7 +62,7 @@ class TokenStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def create(self, name: str, scopes: list[str]) -> str:
+    def create(self, name: str, scopes: list[str], capabilities: list[str]) -> str:
         """Create a token and return its secret (shown once, never stored)."""
         token_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
@@ -71,6 +76,7 @@ class TokenStore:
                     name=name,
                     secret_hash=_hash(secret),
                     scopes=json.dumps(scopes),
+                    capabilities=json.dumps(capabilities),
                     created_at=now_ms(),
                     revoked_at=None,
                 )
@@ -84,7 +90,9 @@ class TokenStore:
         if parsed is None:
             return None
         token_id, secret = parsed
-        with self._db.read() as conn:
+        # Every request verifies its token (revocation is immediate, in every worker and on
+        # every daemon sharing the database): on the prompt path's own read connection.
+        with self._db.prompt_read() as conn:
             row = conn.execute(select(tokens).where(tokens.c.token_id == token_id)).first()
         if row is None or row.revoked_at is not None:
             return None
@@ -111,8 +119,9 @@ class TokenStore:
 
         self._db.write(work)
 
-    def rotate_local(self, name: str) -> str:
-        """(Re)issue a data dir's local all-scopes token, revoking only its predecessor."""
+    def rotate_local(self, name: str, capabilities: tuple[str, ...]) -> str:
+        """(Re)issue one of a data dir's local all-scopes tokens, revoking only its
+        predecessor of the same name."""
         token_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
 
@@ -133,6 +142,7 @@ class TokenStore:
                     name=name,
                     secret_hash=_hash(secret),
                     scopes=json.dumps(["*"]),
+                    capabilities=json.dumps(list(capabilities)),
                     created_at=now_ms(),
                     revoked_at=None,
                 )
@@ -151,6 +161,9 @@ def _info(row) -> TokenInfo:  # type: ignore[no-untyped-def]
         token_id=row.token_id,
         name=row.name,
         scopes=tuple(json.loads(row.scopes)),
+        capabilities=(
+            LEGACY_CAPABILITIES if row.capabilities is None else tuple(json.loads(row.capabilities))
+        ),
         created_at=row.created_at,
         revoked=row.revoked_at is not None,
     )
