@@ -244,7 +244,7 @@ def hook_env(daemon: Daemon, scope: str, tmp_path: Path, **overrides: str) -> di
     }
     env.update(
         POWERCONTEXT_URL=daemon.url,
-        POWERCONTEXT_TOKEN=daemon.token,
+        POWERCONTEXT_TOKEN=daemon.agent_token,  # what hooks read: no review
         POWERCONTEXT_SCOPE_ID=scope,
         POWERCONTEXT_BOOTSTRAP="1",
         POWERCONTEXT_CAPTURE_PROMPTS="0",

@@ -9,8 +9,15 @@ from tests.e2e.helpers import cli_json, new_scope, run_cli
 from tests.support.daemon import Daemon
 
 
+def _capture(daemon: Daemon, scope: str, source_id: str) -> None:
+    """Capture the source a proposal cites: its evidence must exist in the scope."""
+    with PowerContextClient(daemon.url, token=daemon.token) as client:
+        client.capture_content_source(scope_id=scope, source_id=source_id, content="evidence")
+
+
 def test_candidate_commands_round_trip(module_daemon: Daemon) -> None:
     scope = new_scope("review-cli")
+    _capture(module_daemon, scope, "task-result/run-7")
     proposed = cli_json(
         module_daemon, "experience", "propose", "--scope", scope,
         "--situation", "Editing the OpenAPI document",
@@ -50,6 +57,7 @@ def test_candidate_commands_round_trip(module_daemon: Daemon) -> None:
 
 def test_skill_reject_and_client_errors(module_daemon: Daemon) -> None:
     scope = new_scope("review-skill")
+    _capture(module_daemon, scope, "s1")
     proposed = cli_json(
         module_daemon, "skill", "propose", "--scope", scope, "--name", "ship-it",
         "--instructions", "Run the release script", "--validation", "CI is green",

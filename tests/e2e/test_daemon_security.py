@@ -322,6 +322,8 @@ def test_bad_input_is_a_4xx_envelope_never_a_500(
         response = http.post(path, content=raw, headers=headers)
         try:
             _assert_rejected(response)
+            # Refused by validation, not by the later look-up of a proposal's evidence.
+            assert response.json()["error"]["code"] != "evidence_not_found"
         except AssertionError as exc:
             failures.append(f"{label}: {exc} :: {response.text[:300]}")
     assert failures == []
@@ -348,6 +350,7 @@ def test_a_hostile_proposal_revision_gets_a_small_report(
     so hostile proposals need a real candidate to get that far."""
     scope = new_scope("hostile-proposal")
     log_start = _log_size(module_daemon)
+    http.post(SOURCES, json=valid_bodies(scope)[SOURCES]).raise_for_status()  # the evidence
     proposed = http.post(PROPOSE_EXPERIENCE, json=valid_bodies(scope)[PROPOSE_EXPERIENCE])
     assert proposed.status_code == 201, proposed.text
     candidate = proposed.json()

@@ -108,3 +108,28 @@ def _alive(pid: int) -> bool:
         return False
     status = Path(f"/proc/{pid}/status")
     return status.exists() and "State:\tZ" not in status.read_text()
+
+
+def test_a_revoked_token_stops_working_at_once_in_every_worker(workers_daemon: Daemon) -> None:
+    """No worker keeps a verified token in a cache: the request right after ``token revoke``
+    is refused, whichever worker takes it (issue 15 #8; before, each cached it for 2 s)."""
+    from tests.e2e.helpers import create_token, run_cli
+
+    scope = new_scope("revoke")
+    name = f"short-lived-{os.getpid()}"
+    token = create_token(workers_daemon, name, scope)
+    headers = {"Authorization": f"Bearer {token}", "Connection": "close"}
+    body = {"scope_id": scope}
+
+    def statuses() -> set[int]:
+        # A fresh connection each time: the kernel spreads them over the workers.
+        return {
+            httpx.post(workers_daemon.url + CHANGES, json=body, headers=headers, timeout=30)
+            .status_code
+            for _ in range(4 * WORKERS)
+        }
+
+    assert statuses() == {200}
+    revoked = run_cli(workers_daemon, "token", "revoke", name)
+    assert revoked.returncode == 0, revoked.stderr
+    assert statuses() == {401}

@@ -52,6 +52,13 @@ READ_ONLY = {
 SOURCE = {"name": "content", "source_id": "s1"}
 
 
+async def _capture_source(client: Client, scope: str) -> None:
+    """Capture ``SOURCE`` in ``scope``: a proposal's evidence must exist there."""
+    _ok(await client.call_tool("capture_content_source", {
+        "scope_id": scope, "source_id": SOURCE["source_id"], "content": "the task result",
+    }))  # fmt: skip
+
+
 def _run(
     daemon: Daemon, mode: str, scenario: Callable[[Client], Awaitable[None]], token: str = ""
 ) -> None:
@@ -136,6 +143,7 @@ def test_experience_review_round_trip(module_daemon: Daemon, mode: str) -> None:
     scope = new_scope("mcp-review")
 
     async def scenario(client: Client) -> None:
+        await _capture_source(client, scope)
         proposed = _ok(await client.call_tool("propose_experience", {
             "scope_id": scope, "proposal": _experience("zanzibar"), "source_refs": [SOURCE],
         }))  # fmt: skip
@@ -171,6 +179,7 @@ def test_pending_and_rejected_candidates_never_reach_search(
     scope = new_scope("mcp-unsearchable")
 
     async def scenario(client: Client) -> None:
+        await _capture_source(client, scope)
         pending = _ok(await client.call_tool("propose_experience", {
             "scope_id": scope, "proposal": _experience("quokkapending"), "source_refs": [SOURCE],
         }))  # fmt: skip
@@ -279,7 +288,12 @@ def test_every_tool_needs_a_valid_token_and_a_granted_scope(
     ``scope_forbidden``. The same call with the right token and scope goes through, so a 401
     or 403 can only come from the credentials."""
     granted, foreign = new_scope("mcp-granted"), new_scope("mcp-foreign")
-    token = create_token(module_daemon, f"mcp-matrix-{mode}-{granted[-12:]}", granted)
+    # Every capability, so that only the scope grant can refuse (capabilities have their own
+    # matrix in tests/runtime/test_token_capabilities.py).
+    token = create_token(
+        module_daemon, f"mcp-matrix-{mode}-{granted[-12:]}", granted,
+        capabilities=("read", "write", "propose", "review", "admin"),
+    )  # fmt: skip
     token_id = token.split("_", 2)[1]
     wrong = [None, "pc_nope_nope", f"pc_{token_id}_{secret_part(token)[:-1]}x"]
     with module_daemon.client() as http:

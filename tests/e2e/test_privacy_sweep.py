@@ -104,6 +104,9 @@ def _write_through_mcp(daemon: Daemon, scope: str, mark: Sentinels, outsider: st
 
     async def main() -> None:
         async with mcp_session(daemon, daemon.token) as client:
+            await ok(client, "capture_content_source", {  # a proposal's evidence must exist
+                "scope_id": scope, "source_id": mark("evidence"), "content": "the task result",
+            })  # fmt: skip
             proposed = await ok(client, "propose_experience", {
                 "scope_id": scope,
                 "proposal": {"situation": f"deploy checklist {mark('experience')} on friday",
@@ -147,6 +150,12 @@ def _write_through_mcp(daemon: Daemon, scope: str, mark: Sentinels, outsider: st
             await refused(client, "get_artifact_candidate",
                           {"scope_id": scope, "candidate_id": mark("candidate")},
                           "candidate_not_found")  # fmt: skip
+            await refused(client, "propose_skill", {  # evidence named by position, never by id
+                "scope_id": scope,
+                "proposal": {"name": "n", "description": "d", "instructions": "i",
+                             "validation": ["v"]},
+                "source_refs": [{"name": "content", "source_id": mark("missing-evidence")}],
+            }, "evidence_not_found")  # fmt: skip
         async with mcp_session(daemon, outsider) as client:
             await refused(client, "remember_memory",
                           {"scope_id": scope, "kind": "fact", "text": mark("forbidden")},
@@ -342,7 +351,7 @@ def test_sentinels_stay_out_of_logs_diagnostics_receipts_and_error_bodies(
     for stderr in hooks.stderr:
         mark.assert_absent("hook stderr", stderr)
 
-    assert len(error_bodies) == 17
+    assert len(error_bodies) == 18
     for body in error_bodies:
         mark.assert_absent("an error body", body)
 

@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from powercontext_runtime.composition import Runtime
+from powercontext_runtime.contract.memory import CaptureSourceRequest
 from powercontext_runtime.http import create_app
 from powercontext_runtime.http.bootstrap_routes import bootstrap_router
 from powercontext_runtime.http.review_routes import review_router
@@ -259,6 +260,8 @@ def test_a_token_without_the_scope_is_scope_forbidden(sqlite_runtime: Runtime, m
 
 
 def test_typed_errors_keep_their_code_and_details(sqlite_runtime: Runtime) -> None:
+    _capture_source(sqlite_runtime)
+
     async def scenario(client: Client) -> None:
         missing = {"memory_ref": {"family": "memory", "artifact_id": "memory", "revision": 1},
                    "entry_id": "mem_ent_x", "entry_version_id": "mem_ver_x"}  # fmt: skip
@@ -383,6 +386,13 @@ def test_plain_http_edges_of_the_endpoint(sqlite_runtime: Runtime) -> None:
 # -- fixtures for the review tools --------------------------------------------------------------
 
 _SOURCE = {"name": "content", "source_id": "s1"}
+
+
+def _capture_source(runtime: Runtime, scope: str = SCOPE) -> None:
+    """Capture ``_SOURCE`` in ``scope``: a proposal's evidence must exist there."""
+    runtime.sources.capture(
+        CaptureSourceRequest(scope_id=scope, source_id=_SOURCE["source_id"], content="evidence")
+    )
 
 
 def _experience(marker: str) -> dict[str, str]:

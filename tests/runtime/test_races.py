@@ -127,6 +127,9 @@ def assert_memory_holds_exactly(rt: Runtime, scope: str, written: list[MemoryWri
 
 
 def test_32_concurrent_approvals_of_one_version_succeed_once(runtime: Runtime) -> None:
+    runtime.sources.capture(
+        CaptureSourceRequest(scope_id=SCOPE, source_id="task-result/run-42", content="result")
+    )
     candidate = runtime.review.propose_experience(
         ProposeExperienceRequest.model_validate(
             {

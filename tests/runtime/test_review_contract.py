@@ -11,7 +11,11 @@ from pydantic import ValidationError
 from powercontext_runtime.composition import Runtime
 from powercontext_runtime.contract.common import ArtifactRef
 from powercontext_runtime.contract.context import PrepareContextRequest
-from powercontext_runtime.contract.memory import RememberMemoryRequest, SearchMemoryRequest
+from powercontext_runtime.contract.memory import (
+    CaptureSourceRequest,
+    RememberMemoryRequest,
+    SearchMemoryRequest,
+)
 from powercontext_runtime.contract.review import (
     ApproveCandidateRequest,
     Candidate,
@@ -30,6 +34,17 @@ SCOPE = "git:example.com/acme/review"
 EVIDENCE = [{"name": "content", "source_id": "task-result/run-42"}]
 
 EVERYTHING = Principal.unrestricted()
+
+
+@pytest.fixture
+def runtime(runtime: Runtime) -> Runtime:
+    """The backend's runtime with the cited evidence captured (evidence must exist)."""
+    runtime.sources.capture(
+        CaptureSourceRequest(
+            scope_id=SCOPE, source_id=EVIDENCE[0]["source_id"], content="task result"
+        )
+    )
+    return runtime
 
 
 def experience(**overrides: str) -> dict[str, str]:

@@ -136,3 +136,40 @@ def test_case_and_accent_variant_scopes_stay_distinct(runtime: Runtime, a: str, 
         assert _grant(granted).allows(granted)
         assert not _grant(granted).allows(other)
         assert not _grant(granted + "*").allows(other)
+
+
+# -- invisible characters (issue 15 #8) ----------------------------------------------------------
+
+INVISIBLE = {
+    "zero-width space": "\u200b",
+    "right-to-left override": "\u202e",
+    "left-to-right isolate": "\u2066",
+    "word joiner": "\u2060",
+    "byte order mark": "\ufeff",
+    "line separator": "\u2028",
+    "paragraph separator": "\u2029",
+    "soft hyphen": "\u00ad",
+}
+
+
+@pytest.mark.parametrize("char", list(INVISIBLE.values()), ids=list(INVISIBLE))
+def test_scope_ids_with_invisible_or_bidi_characters_are_refused(
+    api: Any, char: str
+) -> None:
+    """``git:acme/app`` and ``git:acme/\u200bapp`` look the same on screen; a bidi override
+    reorders the text around it where the id is shown. Neither can be a scope — nor a grant,
+    a reference or a source id."""
+    lookalike = f"git:example.com/acme/{char}app"
+    for path, body in (
+        ("/v1/memory/remember", {"scope_id": lookalike, "kind": "fact", "text": "t"}),
+        ("/v1/memory/search", {"scope_id": lookalike, "query": "q"}),
+        ("/v1/scopes/references/set", {"scope_id": "git:a", "references": [lookalike]}),
+        ("/v1/sources/content",
+         {"scope_id": "git:a", "source_id": f"src{char}1", "content": "c"}),
+    ):  # fmt: skip
+        response = api.post(path, json=body)
+        assert response.status_code == 422, (path, response.text)
+        [error] = response.json()["error"]["details"]["errors"]
+        assert "invisible formatting" in error["msg"]
+        assert char not in response.text
+    assert api.post("/v1/memory/changes", json={"scope_id": "git:a"}).json()["changes"] == []

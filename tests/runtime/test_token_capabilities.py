@@ -17,7 +17,14 @@ from powercontext_runtime.composition import Runtime
 from powercontext_runtime.http import create_app
 from powercontext_runtime.settings import Settings
 from powercontext_runtime.store.schema import tokens
-from tests.runtime.test_mcp import _SOURCE, _client, _error, _experience, _ok
+from tests.runtime.test_mcp import (
+    _SOURCE,
+    _capture_source,
+    _client,
+    _error,
+    _experience,
+    _ok,
+)
 
 SCOPE = "git:example.com/acme/api"
 AGENT = ["read", "write", "propose"]
@@ -122,6 +129,7 @@ def test_an_agent_token_sees_and_runs_no_review_tools(sqlite_runtime: Runtime) -
     sqlite_runtime.ensure_local_token()
     agent = sqlite_runtime.settings.agent_token_file.read_text().strip()
     operator = sqlite_runtime.settings.token_file.read_text().strip()
+    _capture_source(sqlite_runtime)
     proposed: dict[str, Any] = {}
 
     async def as_agent(client: Client) -> None:
@@ -156,12 +164,11 @@ def test_an_agent_token_sees_and_runs_no_review_tools(sqlite_runtime: Runtime) -
 def test_each_mcp_tool_needs_the_same_capability_as_its_route(
     sqlite_runtime: Runtime, capability: str
 ) -> None:
-    from tests.e2e.test_capabilities import NEEDS
-    from tests.runtime.test_mcp import TOOLS
-
     from powercontext_runtime.http.bootstrap_routes import bootstrap_router
     from powercontext_runtime.http.review_routes import review_router
     from powercontext_runtime.http.routes import router
+    from tests.e2e.test_capabilities import NEEDS
+    from tests.runtime.test_mcp import TOOLS
 
     by_operation = {}
     for route in (*router.routes, *review_router.routes, *bootstrap_router.routes):

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import Connection, Row, and_, insert, or_, select, update
 
-from ..contract.common import ArtifactRef
+from ..contract.common import ArtifactRef, SourceRef
 from ..contract.limits import MAX_EVIDENCE_REFS
 from ..contract.review import (
     ApproveCandidateRequest,
@@ -46,7 +46,14 @@ from ._records import (
 )
 from .database import Database, now_ms
 from .fulltext import read_frequencies
-from .schema import artifact_heads, artifact_revisions, candidate_versions, candidates
+from .schema import (
+    artifact_heads,
+    artifact_revisions,
+    candidate_versions,
+    candidates,
+    memory_heads,
+    sources,
+)
 
 __all__ = ["ApprovedExperience", "ReviewStore", "StoredArtifact", "experience_search_text"]
 
@@ -102,6 +109,9 @@ class ReviewStore:
         def work(conn: Connection) -> Candidate:
             if req.target is not None:
                 self._check_target(conn, req.scope_id, req.target, lock=False)
+            self._require_evidence(
+                conn, req.scope_id, req.source_refs, req.artifact_refs, req.target
+            )
             now = now_ms()
             candidate_id = new_id("cand_")
             conn.execute(
@@ -182,7 +192,12 @@ class ReviewStore:
                 if req.artifact_refs is not None
                 else ARTIFACT_REFS.validate_json(current.artifact_refs)
             )
-            _check_evidence(source_refs, artifact_refs, _target_of(head))
+            target = _target_of(head)
+            _check_evidence(source_refs, artifact_refs, target)
+            # Carried-over evidence was checked when it was proposed; only new lists are.
+            self._require_evidence(
+                conn, req.scope_id, req.source_refs or [], req.artifact_refs or [], target
+            )
             version = head.version + 1
             now = now_ms()
             self._insert_version(
@@ -444,6 +459,85 @@ class ReviewStore:
                 _a.c.revision == target.revision,
             )
         ).one()
+
+    def _require_evidence(
+        self,
+        conn: Connection,
+        scope_id: str,
+        source_refs: Sequence[SourceRef],
+        artifact_refs: Sequence[ArtifactRef],
+        target: ArtifactRef | None,
+    ) -> None:
+        """404 ``evidence_not_found`` unless every reference exists in ``scope_id``.
+
+        Runs in the caller's write transaction. Only this scope is read, so a reference that
+        exists in another scope is missing here exactly like one that exists nowhere, and the
+        error names positions only — never an id, so it reveals nothing about other scopes.
+        ``target`` was already checked to be the exact head (:meth:`_check_target`).
+        """
+        missing_sources: list[int] = []
+        if source_refs:
+            wanted = {ref.source_id for ref in source_refs}
+            found = {
+                (row.name, row.source_id)
+                for row in conn.execute(
+                    select(sources.c.name, sources.c.source_id).where(
+                        sources.c.scope_id == scope_id, sources.c.source_id.in_(sorted(wanted))
+                    )
+                )
+            }
+            missing_sources = [
+                i for i, ref in enumerate(source_refs) if (ref.name, ref.source_id) not in found
+            ]
+        missing_artifacts: list[int] = []
+        others = {
+            (ref.family, ref.artifact_id, ref.revision)
+            for ref in artifact_refs
+            if ref.family != "memory" and ref != target
+        }
+        existing: set[tuple[str, str, int]] = set()
+        if others:
+            existing = {
+                (row.family, row.artifact_id, row.revision)
+                for row in conn.execute(
+                    select(_a.c.family, _a.c.artifact_id, _a.c.revision).where(
+                        _a.c.scope_id == scope_id,
+                        or_(
+                            *(
+                                and_(
+                                    _a.c.family == family,
+                                    _a.c.artifact_id == artifact_id,
+                                    _a.c.revision == revision,
+                                )
+                                for family, artifact_id, revision in sorted(others)
+                            )
+                        ),
+                    )
+                )
+            }
+        memory_head = 0
+        if any(ref.family == "memory" for ref in artifact_refs):
+            memory_head = (
+                conn.execute(
+                    select(memory_heads.c.revision).where(memory_heads.c.scope_id == scope_id)
+                ).scalar()
+                or 0
+            )
+        for i, ref in enumerate(artifact_refs):
+            if ref == target:
+                continue
+            if ref.family == "memory":
+                ok = ref.artifact_id == "memory" and ref.revision <= memory_head
+            else:
+                ok = (ref.family, ref.artifact_id, ref.revision) in existing
+            if not ok:
+                missing_artifacts.append(i)
+        if missing_sources or missing_artifacts:
+            raise NotFoundError(
+                "some evidence references do not exist in this scope",
+                code="evidence_not_found",
+                details={"source_refs": missing_sources, "artifact_refs": missing_artifacts},
+            )
 
     def _insert_version(
         self,

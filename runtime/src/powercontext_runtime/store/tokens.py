@@ -11,12 +11,14 @@ import hashlib
 import hmac
 import json
 import secrets
+from collections import namedtuple
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from ..contract.capabilities import AGENT_CAPABILITIES
 from ..errors import ConflictError, NotFoundError
+from ._sqlite import sqlite_driver
 from .database import Database, now_ms
 from .schema import tokens
 
@@ -45,6 +47,14 @@ def scope_matches(patterns: tuple[str, ...], scope_id: str) -> bool:
         elif pattern == scope_id:
             return True
     return False
+
+
+_COLUMNS = ("token_id", "name", "secret_hash", "scopes", "capabilities", "created_at", "revoked_at")
+_VERIFY = select(*(tokens.c[name] for name in _COLUMNS)).where(
+    tokens.c.token_id == bindparam("token_id")
+)
+_SQLITE_VERIFY = f"SELECT {', '.join(_COLUMNS)} FROM tokens WHERE token_id = ?"
+_Row = namedtuple("_Row", _COLUMNS)  # the shape of a driver row, by name
 
 
 def _hash(secret: str) -> str:
@@ -91,9 +101,15 @@ class TokenStore:
             return None
         token_id, secret = parsed
         # Every request verifies its token (revocation is immediate, in every worker and on
-        # every daemon sharing the database): on the prompt path's own read connection.
+        # every daemon sharing the database), so this is on every request's path: the prompt
+        # path's own read connection, and on SQLite the driver cursor with fixed SQL (building
+        # and running a SQLAlchemy select cost ≈ 4× the lookup itself).
         with self._db.prompt_read() as conn:
-            row = conn.execute(select(tokens).where(tokens.c.token_id == token_id)).first()
+            if self._db.backend == "sqlite":
+                found = sqlite_driver(conn).execute(_SQLITE_VERIFY, (token_id,)).fetchone()
+                row = None if found is None else _Row(*found)
+            else:
+                row = conn.execute(_VERIFY, {"token_id": token_id}).first()
         if row is None or row.revoked_at is not None:
             return None
         if not hmac.compare_digest(row.secret_hash, _hash(secret)):
