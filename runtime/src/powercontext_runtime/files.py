@@ -42,8 +42,12 @@ def private_dir(path: Path) -> bool:
 
 
 def write_private_file(path: Path, text: str) -> None:
-    """Atomically replace ``path`` with ``text`` in a file that is 0600 from its creation."""
-    private_dir(path.parent)
+    """Atomically replace ``path`` with ``text`` in a file that is 0600 from its creation.
+
+    A missing folder is created 0700; an existing one keeps its mode (``secure_data_dir``
+    tightens the data dir's own folders)."""
+    if not path.parent.is_dir():
+        private_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
     try:
