@@ -12,8 +12,9 @@ ask about something stored, half about something the project never mentions) and
 seeded random order so machine noise hits every series alike:
 
 * the hook (``python -m powercontext_hook_kit hook <host> user-prompt-submit`` or
-  ``--command``) with the host's event JSON on stdin and ``POWERCONTEXT_URL`` / ``_TOKEN`` /
-  ``_SCOPE_ID`` set: wall time spawn → exit, child CPU and peak RSS (``os.wait4`` rusage);
+  ``--command``) with the host's event JSON on stdin, ``POWERCONTEXT_SCOPE_ID`` set and the
+  runtime reached over ``--transport`` (below): wall time spawn → exit, child CPU and peak RSS
+  (``os.wait4`` rusage);
   stdout must be empty or exactly one valid envelope, stderr empty or the one ``empty`` line,
   exit code 0 — a hook that skipped or failed would look fast, so such runs are counted as
   invalid and fail the measurement;
@@ -23,6 +24,16 @@ seeded random order so machine noise hits every series alike:
   ``python -c "import msgspec, http.client"`` and ``python -c "import powercontext_hook_kit"``;
 * the server side over one keep-alive ``http.client`` connection: the very prepare request the
   hook sends (same query, ``max_bytes`` 8000), and a prompt capture like the hook's.
+
+Transport (``--transport``, spec 07 / issue 15): ``unix`` runs the hook as a user's runs by
+default on POSIX — nothing configured but ``POWERCONTEXT_HOME``, so it finds the runtime's unix
+socket ``<data dir>/powercontext.sock`` and its agent token ``<data dir>/auth/agent-token`` by
+itself (``--socket`` names another socket, e.g. of a ``--url`` runtime). ``tcp`` sets
+``POWERCONTEXT_URL``/``_TOKEN`` to the TCP URL, as every run before issue 15 did. ``both`` times
+the socket hook and, in the same rounds, the same hook over TCP (``POWERCONTEXT_URL=http://…``,
+token still from the file) as the series ``hook_tcp``, so the two transports are compared under
+the same load. ``auto`` (default): ``unix`` when the socket is known (a self-started daemon on
+POSIX, or ``--socket``), else ``tcp``.
 
 The differences between these medians break the hook's time down (interpreter, imports, the
 kit, the flow, the capture request, the server). Children run with a bytecode cache in a temp
@@ -48,6 +59,8 @@ Usage (project venv; progress on stderr, Markdown or ``--json`` on stdout)::
     .venv/bin/python bench/hook_latency.py --smoke --json
     # Another hook command (absolute path, or resolved on PATH), or Claude Code's event shape:
     .venv/bin/python bench/hook_latency.py --command '/opt/x/bin/other-hook ups' --host claude-code
+    # TCP and the unix socket in the same rounds (series `hook` = socket, `hook_tcp` = TCP):
+    .venv/bin/python bench/hook_latency.py --transport both
 """
 
 from __future__ import annotations
@@ -62,6 +75,7 @@ import random
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -117,11 +131,14 @@ P1_RSS_MIB = 40.0
 REFERENCE_PASS_MS = 9.0  # spec 08 "Reference points": `python -c pass` (venv)
 
 # Series timed in every round. Hook series are validated; reference series only timed.
-BARE, PASS, IMPORTS, KIT, HOOK, NO_CAPTURE, PLUGIN, ENV_BYTECODE = (
+BARE, PASS, IMPORTS, KIT, HOOK, NO_CAPTURE, PLUGIN, ENV_BYTECODE, HOOK_TCP = (
     "bare", "pass", "imports", "kit_import", "hook", "hook_no_capture", "plugin",
-    "hook_env_bytecode",
+    "hook_env_bytecode", "hook_tcp",
 )  # fmt: skip
-HOOK_SERIES = (HOOK, NO_CAPTURE, PLUGIN, ENV_BYTECODE)
+HOOK_SERIES = (HOOK, NO_CAPTURE, PLUGIN, ENV_BYTECODE, HOOK_TCP)
+TRANSPORTS = ("auto", "tcp", "unix", "both")
+SOCKET_NAME = "powercontext.sock"  # <runtime data dir>/powercontext.sock
+AGENT_TOKEN = ("auth", "agent-token")
 SERVER = "server"
 
 
@@ -563,6 +580,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--scope-id", help="scope to load (default: a fresh one per run)")
     p.add_argument("--data-dir", help="self-started daemon's home, kept for reuse")
+    p.add_argument(
+        "--transport",
+        choices=TRANSPORTS,
+        default="auto",
+        help="how the hook reaches the runtime: its unix socket (unix, the hooks' default on "
+        "POSIX), TCP loopback (tcp), both in the same rounds (both: series hook = socket, "
+        "hook_tcp = TCP); auto = unix when the socket is known, else tcp",
+    )
+    p.add_argument(
+        "--socket",
+        help="the runtime's unix socket (default: <data dir>/powercontext.sock of the "
+        "self-started daemon); needed for --transport unix/both with --url",
+    )
     p.add_argument("--loader-concurrency", type=int, default=4)
     p.add_argument("--json", action="store_true", help="print the full report as JSON")
     p.add_argument("--write-results", action="store_true", help="rewrite the RESULTS.md section")
@@ -582,6 +612,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--entries, --samples and --loader-concurrency must be positive (--warmup ≥ 0)")
     if args.smoke and args.write_results:
         p.error("--write-results with --smoke would overwrite real numbers with smoke numbers")
+    if args.transport == "auto":
+        known = args.socket is not None or args.url is None
+        args.transport = "unix" if known and hasattr(socket, "AF_UNIX") else "tcp"
+    if args.transport in ("unix", "both") and args.url and not args.socket:
+        p.error(f"--transport {args.transport} with --url needs --socket")
     return args
 
 
@@ -630,7 +665,56 @@ def kit_has_bytecode(python: str) -> bool | None:
     return done.stdout.strip() == "True" if done.returncode == 0 else None
 
 
-def child_env(target: Target, scope_id: str, host: str, tmp: Path) -> dict[str, str]:
+@dataclass(frozen=True, slots=True)
+class Transport:
+    """How the hook reaches the runtime: ``tcp`` (URL + token in the environment, as before
+    issue 15), ``unix`` (the socket; by default nothing but ``POWERCONTEXT_HOME``) or ``both``."""
+
+    mode: str
+    socket: Path | None  # the runtime's unix socket (unix / both)
+    home: Path | None  # the self-started daemon's data dir (socket and agent token in it)
+
+    def hook_settings(self, target: Target) -> dict[str, str]:
+        """The variables the measured hook gets for the runtime (``mode`` ``both``: the socket)."""
+        if self.mode == "tcp":
+            return {"POWERCONTEXT_URL": target.url, "POWERCONTEXT_TOKEN": target.token}
+        assert self.socket is not None
+        if self.home is not None and self.socket == self.home / SOCKET_NAME:
+            # As a user's hook runs: socket and agent token found from the data dir alone.
+            return {"POWERCONTEXT_HOME": str(self.home)}
+        return {"POWERCONTEXT_URL": f"unix:{self.socket}", "POWERCONTEXT_TOKEN": target.token}
+
+    def tcp_settings(self, target: Target) -> dict[str, str]:
+        """``both``: the same hook over TCP, everything else equal (token from the same file)."""
+        return {**self.hook_settings(target), "POWERCONTEXT_URL": target.url}
+
+    def describe(self) -> str:
+        if self.mode == "tcp":
+            return "TCP loopback (`POWERCONTEXT_URL=http://…`, `POWERCONTEXT_TOKEN`)"
+        where = f"unix socket `{self.socket}`"
+        if self.home is not None and self.socket == self.home / SOCKET_NAME:
+            where += " and the agent token file, both found from `POWERCONTEXT_HOME` alone"
+        return where + ("; series `hook_tcp`: the same over TCP" if self.mode == "both" else "")
+
+
+def check_socket(transport: Transport) -> None:
+    """The runtime must really listen on the socket before any process is timed."""
+    if transport.socket is None:
+        return
+    if not transport.socket.is_socket():
+        raise BenchError(
+            f"no unix socket at {transport.socket}: this runtime does not serve one "
+            "(use --transport tcp, or --socket PATH)"
+        )
+    home = transport.home
+    uses_home = home is not None and transport.socket == home / SOCKET_NAME
+    if uses_home and home is not None and not home.joinpath(*AGENT_TOKEN).is_file():
+        raise BenchError(f"no agent token in {home}: use --transport tcp")
+
+
+def child_env(
+    target: Target, scope_id: str, host: str, tmp: Path, transport: Transport
+) -> dict[str, str]:
     """What the host would give the hook: the runtime settings and a plugin data dir.
 
     The caller's POWERCONTEXT_*/plugin variables are dropped so nothing leaks into the run;
@@ -643,8 +727,7 @@ def child_env(target: Target, scope_id: str, host: str, tmp: Path) -> dict[str, 
     (tmp / "config").mkdir()
     (tmp / "data").mkdir()
     env.update(
-        POWERCONTEXT_URL=target.url,
-        POWERCONTEXT_TOKEN=target.token,
+        transport.hook_settings(target),
         POWERCONTEXT_SCOPE_ID=scope_id,
         XDG_CONFIG_HOME=str(tmp / "config"),
         PYTHONPYCACHEPREFIX=str(tmp / "pycache"),
@@ -667,7 +750,9 @@ def host_event(host: str, prompt: Prompt, session_id: str, turn_id: str, cwd: Pa
     return json.dumps(event, ensure_ascii=False).encode()
 
 
-def build_series(args: argparse.Namespace, env: dict[str, str]) -> list[Series]:
+def build_series(
+    args: argparse.Namespace, env: dict[str, str], tcp_env: dict[str, str] | None = None
+) -> list[Series]:
     py = args.python or sys.executable
     hook = hook_argv(args)
     if args.command:
@@ -687,6 +772,9 @@ def build_series(args: argparse.Namespace, env: dict[str, str]) -> list[Series]:
         Series(NO_CAPTURE, "same hook, capture off (`POWERCONTEXT_CAPTURE_PROMPTS=0`)", hook,
                {**env, "POWERCONTEXT_CAPTURE_PROMPTS": "0"}, True),
     ]  # fmt: skip
+    if tcp_env is not None:
+        series.append(Series(HOOK_TCP, "same hook over TCP (`POWERCONTEXT_URL=http://…`)", hook,
+                             tcp_env, True))  # fmt: skip
     script = None if (args.command or args.no_plugin) else plugin_script(args.host, py)
     if script is not None:
         series.append(Series(PLUGIN, f"plugin script (`{script.name} hook user-prompt-submit`)",
@@ -779,14 +867,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )  # fmt: skip
     data_dir = Path(args.data_dir).resolve() if args.data_dir else None
     bytecode = kit_has_bytecode(args.python or sys.executable)
-    with _workspace() as tmp, open_target(args.url, args.token, None, data_dir) as target:
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(_workspace())
+        home = data_dir
+        if home is None and args.url is None and args.transport != "tcp":
+            home = tmp / "daemon-home"  # the socket's and the agent token's place must be known
+        target = stack.enter_context(open_target(args.url, args.token, None, home))
+        if args.transport == "tcp":
+            transport = Transport("tcp", None, None)
+        else:
+            socket_path = Path(args.socket).resolve() if args.socket else None
+            if socket_path is None:
+                assert home is not None
+                socket_path = home / SOCKET_NAME
+            transport = Transport(args.transport, socket_path, home if args.url is None else None)
+        check_socket(transport)
         log(f"hook_latency: {target.description}, scope {scope_id}, N = {args.entries:,}, "
-            f"{args.samples} rounds, host {args.host}")  # fmt: skip
+            f"{args.samples} rounds, host {args.host}, transport {transport.mode}")  # fmt: skip
         load = ensure_loaded(target, scope_id, items, args.loader_concurrency)
         project = tmp / "project"
         project.mkdir()
-        env = child_env(target, scope_id, args.host, tmp)
-        series = build_series(args, env)
+        env = child_env(target, scope_id, args.host, tmp, transport)
+        tcp_env = {**env, **transport.tcp_settings(target)} if transport.mode == "both" else None
+        series = build_series(args, env, tcp_env)
         server = ServerSeries()
         hook = next(s for s in series if s.key == HOOK)
         client = KeepAliveClient(target)
@@ -849,8 +952,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         description = target.description
 
     timed_prompts = prompts[args.warmup :]
-    return build_report(args, facts, command, description, scope_id, load, series, server,
-                        timed_prompts, loads, bytecode, launcher_memory, others)  # fmt: skip
+    report = build_report(args, facts, command, description, scope_id, load, series, server,
+                          timed_prompts, loads, bytecode, launcher_memory, others)  # fmt: skip
+    report["config"]["transport"] = transport.mode
+    report["config"]["transport_detail"] = transport.describe()
+    if transport.mode == "both":
+        report["transport_comparison"] = transport_comparison(series)
+    return report
+
+
+def transport_comparison(series: Sequence[Series]) -> dict[str, Any]:
+    """``both``: the socket hook against the TCP hook, timed in the same rounds."""
+    by_key = {s.key: s for s in series}
+    unix, tcp = by_key[HOOK], by_key[HOOK_TCP]
+    paired = [u - t for u, t in zip(unix.wall, tcp.wall, strict=True)]
+    unix_p50, tcp_p50 = percentile(unix.wall, 50), percentile(tcp.wall, 50)
+    return {
+        "unix_wall_p50_ms": round(unix_p50 * 1000, 2),
+        "tcp_wall_p50_ms": round(tcp_p50 * 1000, 2),
+        "unix_minus_tcp_paired_p50_ms": round(percentile(paired, 50) * 1000, 2),
+        "unix_over_tcp": round(unix_p50 / tcp_p50, 3),
+    }
 
 
 def measure_server(
@@ -1088,9 +1210,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- Target: {report['target']}; N = {cfg['entries']:,} entries in one scope ({loaded})",
         f"- Command: `{report['command']}`",
         f"- Hook: `{cfg['hook_command']}` (host `{cfg['host']}` event on stdin, "
-        "`POWERCONTEXT_URL`/`_TOKEN`/`_SCOPE_ID` set, plugin data dir and `XDG_CONFIG_HOME` "
+        "`POWERCONTEXT_SCOPE_ID` set, plugin data dir and `XDG_CONFIG_HOME` "
         "in a temp dir; bytecode cached in a temp `PYTHONPYCACHEPREFIX` (ignored under `-I`), as "
         f"a wheel install has `.pyc`; the kit's installed tree has .pyc: {cfg['kit_pyc_in_tree']})",
+        f"- Transport: {cfg.get('transport_detail', 'TCP loopback')}",
         f"- 1-minute load average: start {la['start']:.2f}, end {la['end']:.2f}, mean "
         f"{la['mean']:.2f}, max {la['max']:.2f}; during the timed rounds the machine was "
         f"{mc['busy_cores']:.2f} of {m['cpu_count']} cores busy, "
@@ -1130,6 +1253,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             breakdown_rows,
         ),
         "",
+        *transport_lines(report),
         "Reference points (spec 08's table next to this run, same interpreter): `python -c "
         f"pass` p50 {pass_p50:.1f} ms here ({pass_p50 / REFERENCE_PASS_MS:.1f}× the reference "
         f"≈ {REFERENCE_PASS_MS:g} ms), of which `site` {pass_p50 - bare_p50:.1f} ms "
@@ -1141,6 +1265,19 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"{hook_p50 / procs[IMPORTS]['wall_ms']['p50']:.2f}.",
     ]
     return "\n".join(lines)
+
+
+def transport_lines(report: dict[str, Any]) -> list[str]:
+    """``both``: one paragraph comparing the socket hook with the TCP hook of the same rounds."""
+    cmp = report.get("transport_comparison")
+    if not cmp:
+        return []
+    return [
+        f"Transport, same rounds: hook over the unix socket p50 {cmp['unix_wall_p50_ms']:.1f} ms, "
+        f"over TCP {cmp['tcp_wall_p50_ms']:.1f} ms (ratio {cmp['unix_over_tcp']:.3f}; per-round "
+        f"difference socket − TCP, median {cmp['unix_minus_tcp_paired_p50_ms']:+.2f} ms).",
+        "",
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ line per check, exit 1 on any failure, and a fix for each failure."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.claude_code.conftest import PLUGIN_ID, ClaudeSandbox
 from tests.support.daemon import Daemon, free_port
@@ -62,7 +63,7 @@ def test_doctor_uses_the_plugin_options_the_hook_gets(
     code, report = live.doctor(POWERCONTEXT_URL="")  # the variable would rank above it
     checks = checks_by_name(report)
     assert code == 1
-    assert checks["settings"]["message"] == "runtime URL http://127.0.0.1:1"
+    assert checks["settings"]["message"] == "runtime URL http://127.0.0.1:1 (TCP 127.0.0.1:1)"
     assert checks["bootstrap"]["status"] == "info"
     assert checks["bootstrap"]["message"].startswith("on (from the plugin's bootstrap option)")
     assert checks["runtime"]["status"] == "fail"
@@ -74,7 +75,34 @@ def test_doctor_reports_a_runtime_that_is_down(live: ClaudeSandbox) -> None:
     code, report = live.doctor("--no-host-cli", POWERCONTEXT_URL=down)
     checks = checks_by_name(report)
     assert code == 1
-    assert checks["runtime"]["status"] == "fail" and down in checks["runtime"]["message"]
+    assert checks["runtime"]["status"] == "fail"
+    assert f"over TCP {down.removeprefix('http://')} " in checks["runtime"]["message"]
+    assert "server_unavailable" in checks["dry-run"]["message"]
+
+
+def test_doctor_names_the_transport_it_checked(
+    live: ClaudeSandbox, runtime_daemon: Daemon, tmp_path: Path
+) -> None:
+    """TCP when a loopback URL is configured; otherwise the default unix socket in the runtime's
+    data dir (here an empty one: nothing listens, so it fails and says how to get TCP)."""
+    live.run_json("install", "--no-host-cli")
+    code, report = live.doctor("--no-host-cli")
+    checks = checks_by_name(report)
+    port = runtime_daemon.url.rsplit(":", 1)[1]
+    assert checks["runtime"]["message"] == f"reachable over TCP 127.0.0.1:{port}"
+    assert checks["token"]["message"].startswith("accepted (from the agent token file ")
+    assert checks["token"]["message"].endswith("auth/agent-token)")
+
+    empty = tmp_path / "empty-home"
+    empty.mkdir()
+    code, report = live.doctor("--no-host-cli", POWERCONTEXT_URL="", POWERCONTEXT_HOME=str(empty))
+    checks = checks_by_name(report)
+    socket = empty / "powercontext.sock"
+    assert code == 1
+    assert checks["settings"]["message"] == f"runtime URL unix:{socket} (unix socket {socket})"
+    assert checks["runtime"]["status"] == "fail"
+    assert checks["runtime"]["message"].startswith(f"not reachable over unix socket {socket} (")
+    assert "POWERCONTEXT_URL=http://127.0.0.1:7411" in checks["runtime"]["fix"]
     assert "server_unavailable" in checks["dry-run"]["message"]
 
 

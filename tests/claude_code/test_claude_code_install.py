@@ -7,6 +7,8 @@ import json
 import os
 import shlex
 
+import pytest
+
 from tests.claude_code.conftest import MODULE, PLUGIN_ID, ClaudeSandbox, our_handlers
 from tests.support.daemon import Daemon
 from tests.support.hosts import HostCLIs
@@ -81,8 +83,9 @@ def test_without_claude_on_path_install_merges_and_says_why(sandbox: ClaudeSandb
     assert not sandbox.settings_file.exists()  # we created it, we remove it
 
 
+@pytest.mark.parametrize("transport", ["tcp", "unix"])
 def test_the_installed_hook_command_runs_and_injects_the_pack(
-    live: ClaudeSandbox, runtime_daemon: Daemon
+    live: ClaudeSandbox, runtime_daemon: Daemon, transport: str
 ) -> None:
     """Claude Code runs hooks with `/bin/sh -c`; the absolute command needs no PATH."""
     event = {
@@ -95,7 +98,11 @@ def test_the_installed_hook_command_runs_and_injects_the_pack(
         "prompt": "when do deploys go out?",
     }
     assert_installed_hook_injects_the_pack(
-        live, runtime_daemon, event, scope_variable="CLAUDE_PLUGIN_OPTION_SCOPE_ID"
+        live,
+        runtime_daemon,
+        event,
+        scope_variable="CLAUDE_PLUGIN_OPTION_SCOPE_ID",
+        transport=transport,
     )
 
 

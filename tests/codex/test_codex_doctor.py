@@ -41,6 +41,8 @@ def test_doctor_is_healthy_after_install(live: CodexSandbox, host_clis: HostCLIs
     assert checks["bootstrap"]["status"] == "info"
     assert checks["bootstrap"]["message"].startswith("off (default)")
     assert checks["host"]["message"].startswith("codex-cli 0.169.0")
+    assert checks["runtime"]["message"].startswith("reachable over TCP 127.0.0.1:")
+    assert checks["token"]["message"].startswith("accepted (from the agent token file ")
 
     human = live.run("doctor")
     assert human.returncode == 0
@@ -58,6 +60,25 @@ def test_doctor_reports_a_runtime_that_is_down(live: CodexSandbox) -> None:
     assert checks["token"]["status"] == checks["version"]["status"] == "skip"
     assert checks["dry-run"]["status"] == "fail"
     assert "server_unavailable" in checks["dry-run"]["message"]
+
+
+def test_doctor_checks_the_default_unix_socket(live: CodexSandbox, tmp_path: Path) -> None:
+    """No URL configured: doctor checks the runtime's socket and says so, and a socket that is
+    not the user's is refused (nothing sent) rather than trusted."""
+    live.run_json("install", "--no-host-cli")
+    home = tmp_path / "pc-home"
+    home.mkdir()
+    socket = home / "powercontext.sock"
+    socket.symlink_to(tmp_path / "somewhere-else.sock")
+    code, report = live.doctor("--no-host-cli", POWERCONTEXT_URL="", POWERCONTEXT_HOME=str(home))
+    checks = checks_by_name(report)
+    assert code == 1
+    assert checks["settings"]["message"] == f"runtime URL unix:{socket} (unix socket {socket})"
+    assert checks["runtime"]["message"] == (
+        f"not reachable over unix socket {socket} "
+        "(refused: not a socket owned by this user, nothing was sent)"
+    )
+    assert checks["token"]["status"] == "skip"
 
 
 def test_doctor_reports_a_rejected_token(live: CodexSandbox) -> None:

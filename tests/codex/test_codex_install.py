@@ -8,6 +8,8 @@ import os
 import shlex
 import tomllib
 
+import pytest
+
 from tests.codex.conftest import MODULE, CodexSandbox, our_handlers
 from tests.support.daemon import Daemon
 from tests.support.hosts import HostCLIs, codex_hooks_list, run_codex_cli
@@ -149,8 +151,9 @@ def test_a_hooks_file_codex_would_ignore_is_reported_not_merged(sandbox: CodexSa
     assert sandbox.hooks() == broken
 
 
+@pytest.mark.parametrize("transport", ["tcp", "unix"])
 def test_the_installed_hook_command_runs_and_injects_the_pack(
-    live: CodexSandbox, runtime_daemon: Daemon
+    live: CodexSandbox, runtime_daemon: Daemon, transport: str
 ) -> None:
     """The command is absolute: it runs from any directory with an empty PATH, the way Codex
     runs it (``$SHELL -c``), and prints exactly the runtime's pack for the prompt."""
@@ -165,7 +168,7 @@ def test_the_installed_hook_command_runs_and_injects_the_pack(
         "prompt": "when do deploys go out?",
     }
     assert_installed_hook_injects_the_pack(
-        live, runtime_daemon, event, scope_variable="POWERCONTEXT_SCOPE_ID"
+        live, runtime_daemon, event, scope_variable="POWERCONTEXT_SCOPE_ID", transport=transport
     )
 
 

@@ -22,12 +22,14 @@ from powercontext_hook_kit.install import (
     atomic_write,
     hook_command,
     hook_command_verb,
+    mcp_url,
     merge_hook_handlers,
     remove_hook_handlers,
     remove_managed_tree,
     render_plugin_files,
     sync_managed_tree,
 )
+from powercontext_hook_kit.settings import HookSettings
 
 MODULE = "powercontext_codex"
 OURS = f"/venv/bin/python -I -m {MODULE} hook user-prompt-submit"
@@ -189,3 +191,18 @@ def test_the_hook_command_is_absolute_and_isolated() -> None:
         assert argv[0] == os.path.join(sys.prefix, "bin", "python")
     with pytest.raises(InstallError):
         hook_command(MODULE, "x", executable="/nonexistent/python")
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the unix socket default is POSIX-only")
+def test_the_mcp_url_is_http_even_when_hooks_use_the_socket(tmp_path: Path) -> None:
+    """The hosts' MCP clients speak HTTP over TCP: a ``unix:`` hook URL (the default) renders
+    the runtime's TCP listener into ``.mcp.json``; a configured loopback URL is kept."""
+    config = str(tmp_path / "missing.toml")
+    home = {"POWERCONTEXT_HOME": str(tmp_path / "pc-home")}
+    by_socket = HookSettings.load("codex", home, config_path=config)
+    assert by_socket.url.startswith("unix:")
+    assert mcp_url(by_socket) == "http://127.0.0.1:7411/mcp"
+    by_tcp = HookSettings.load(
+        "codex", {**home, "POWERCONTEXT_URL": "http://127.0.0.1:9000/"}, config_path=config
+    )
+    assert mcp_url(by_tcp) == "http://127.0.0.1:9000/mcp"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -205,3 +207,26 @@ def test_token_create_list_revoke(module_daemon: Daemon) -> None:
     # The local all-scopes token is unaffected.
     with d.client() as local:
         assert local.post("/v1/memory/entries/list", json={"scope_id": allowed_scope}).is_success
+
+
+def test_doctor_checks_the_daemon_and_token_of_its_data_dir(
+    module_daemon: Daemon, tmp_path: object
+) -> None:
+    """``doctor --data-dir X`` checks X's socket with X's token, whatever POWERCONTEXT_HOME
+    says (issue 15 #8: it used to read the token of the default home)."""
+    from pathlib import Path
+
+    decoy = Path(str(tmp_path)) / "decoy-home"
+    (decoy / "auth").mkdir(parents=True)
+    (decoy / "auth" / "token").write_text("pc_000000000000_decoy\n")
+    env = {**module_daemon.env(), "POWERCONTEXT_HOME": str(decoy)}
+    env.pop("POWERCONTEXT_URL")  # the default transport: the data dir's own unix socket
+    done = subprocess.run(
+        [sys.executable, "-m", "powercontext_runtime.cli.main", "doctor", "--json",
+         "--data-dir", str(module_daemon.home)],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    checks = {c["check"]: c for c in json.loads(done.stdout)["checks"]}
+    assert checks["token"]["ok"] is True
+    assert str(module_daemon.socket_path) in checks["daemon"]["detail"]

@@ -97,10 +97,12 @@ def test_session_start_hook_delivers_claims_and_deduplicates_recall(
         assert session not in json.dumps(local)
         [entry] = local["sessions"].values()
         receipt_id = entry["receipt_id"]
-        second = client.post(
-            RECEIPTS, json={"scope_id": scope, "receipt_id": receipt_id, "state": "injected"}
-        )
-        error = assert_envelope(second, 409, "receipt_conflict")
+        claim = {"scope_id": scope, "receipt_id": receipt_id, "state": "injected"}
+        # The receipt is the hook's token's: the operator's token cannot even see it …
+        assert_envelope(client.post(RECEIPTS, json=claim), 404, "receipt_not_found")
+        # … and a second claim with the hook's own token is the usual conflict.
+        with module_daemon.client(module_daemon.agent_token) as agent:
+            error = assert_envelope(agent.post(RECEIPTS, json=claim), 409, "receipt_conflict")
         assert error["details"] == {"state": "injected"}
 
         # The replayed startup event is terminal: nothing is injected, the local receipt stays.

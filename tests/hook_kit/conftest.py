@@ -1,16 +1,19 @@
 """Fixtures for the hook kit: an isolated user environment and a stub runtime.
 
 Every test gets private XDG directories (so the developer's real ``plugins.toml``, runtime
-token or state directory can never leak in) and no ``POWERCONTEXT_*`` / plugin variables from
-the outer shell.
+token, socket or state directory can never leak in) and no ``POWERCONTEXT_*`` / plugin
+variables from the outer shell. ``stub`` listens on TCP loopback, ``unix_stub`` on a unix
+socket in a runtime data dir of its own (``runtime_home``), ``any_stub`` is each in turn.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +70,29 @@ def isolated_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def stub() -> Iterator[StubRuntime]:
     with running_stub() as running:
+        yield running
+
+
+@pytest.fixture
+def runtime_home(tmp_path: Path) -> Path:
+    """A runtime data dir (``POWERCONTEXT_HOME``): where the socket and the agent token live."""
+    home = tmp_path / "pc-home"
+    (home / "auth").mkdir(parents=True, mode=0o700)
+    return home
+
+
+@pytest.fixture
+def unix_stub(runtime_home: Path) -> Iterator[StubRuntime]:
+    """The stub on ``<runtime_home>/powercontext.sock`` (the hooks' default on POSIX)."""
+    with running_stub(str(runtime_home / "powercontext.sock")) as running:
+        yield running
+
+
+@pytest.fixture(params=["tcp", "unix"])
+def any_stub(request: pytest.FixtureRequest, runtime_home: Path) -> Iterator[StubRuntime]:
+    """The stub over each transport: the same exchange must behave the same on both."""
+    path = None if request.param == "tcp" else str(runtime_home / "powercontext.sock")
+    with running_stub(path) as running:
         yield running
 
 
@@ -144,3 +170,28 @@ def hook_env(stub_url: str, data_dir: Path, **extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
+
+
+def finishes(function: Callable[[], Any], unblock: list[Path]) -> tuple[bool, Any]:
+    """Run ``function`` in a thread; whether it finished within a generous bound, its result.
+
+    A call stuck opening a FIFO is freed afterwards by opening each of ``unblock`` for writing,
+    so a failing test does not leave a thread blocked forever.
+    """
+    outcome: list[Any] = []
+    thread = threading.Thread(target=lambda: outcome.append(_capture(function)), daemon=True)
+    thread.start()
+    thread.join(30)
+    finished = not thread.is_alive()
+    for fifo in unblock:
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    thread.join(5)
+    return finished, outcome[0] if outcome else None
+
+
+def _capture(function: Callable[[], Any]) -> Any:
+    try:
+        return function()
+    except Exception as exc:  # the caller asserts on it
+        return exc

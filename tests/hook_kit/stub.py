@@ -1,18 +1,24 @@
-"""A fake PowerContext runtime on 127.0.0.1 for hook tests: scripted replies, recorded requests.
+"""A fake PowerContext runtime for hook tests: scripted replies, recorded requests.
 
-Standard library only (``http.server`` in a thread). Each path answers with a :class:`Reply`
-that can also misbehave on purpose: wait, trickle bytes, send raw (malformed) bytes or close
-the connection without answering — the ways a real runtime can fail a hook.
+Listens on 127.0.0.1 (``url`` = ``http://127.0.0.1:<port>``) or, with ``unix_socket``, on a
+unix-domain socket (``url`` = ``unix:<path>``; paths longer than ``sun_path`` are bound through
+``/proc/self/fd/<dir fd>/<name>`` on Linux, as the runtime does). Standard library only
+(``http.server`` in a thread). Each path answers with a :class:`Reply` that can also misbehave on
+purpose: wait, trickle bytes, send raw (malformed) bytes or close the connection without
+answering — the ways a real runtime can fail a hook.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
+import socketserver
+import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -63,8 +69,36 @@ class Recorded:
         return json.loads(self.body)
 
 
+#: Longest path ``bind``/``connect`` take directly (``sun_path`` minus its NUL).
+SUN_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+
+
+def bind_unix(sock: socket.socket, path: str) -> None:
+    """Bind ``sock`` to ``path``, through the directory's ``/proc/self/fd`` entry when too long."""
+    if len(os.fsencode(path)) <= SUN_PATH_MAX:
+        sock.bind(path)
+        return
+    directory, name = os.path.split(path)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        sock.bind(f"/proc/self/fd/{fd}/{name}")
+    finally:
+        os.close(fd)
+
+
+class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def server_bind(self) -> None:
+        bind_unix(self.socket, str(self.server_address))
+
+    def get_request(self) -> tuple[socket.socket, tuple[str, int]]:
+        connection, _ = self.socket.accept()
+        return connection, ("unix", 0)  # BaseHTTPRequestHandler wants a (host, port) pair
+
+
 class StubRuntime:
-    def __init__(self) -> None:
+    def __init__(self, unix_socket: str | None = None) -> None:
         self.replies: dict[str, Reply] = {
             PREPARE: Reply(200, prepared_body(None)),
             CAPTURE: Reply(202, ACCEPTED),
@@ -90,10 +124,18 @@ class StubRuntime:
                 reply = stub.replies.get(self.path, Reply(404, b'{"error":{}}'))
                 stub._answer(self, reply)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port = int(self._server.server_address[1])
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.unix_socket = unix_socket
+        self._server: socketserver.BaseServer
+        if unix_socket is None:
+            tcp = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            tcp.daemon_threads = True
+            self._server = tcp
+            self.port: int | None = int(tcp.server_address[1])
+            self.url = f"http://127.0.0.1:{self.port}"
+        else:
+            self._server = _UnixHTTPServer(unix_socket, Handler)
+            self.port = None
+            self.url = f"unix:{unix_socket}"
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
@@ -143,11 +185,14 @@ class StubRuntime:
         self._stopping.set()
         self._server.shutdown()
         self._server.server_close()
+        if self.unix_socket is not None:
+            with suppress(OSError):
+                os.unlink(self.unix_socket)
 
 
 @contextmanager
-def running_stub() -> Iterator[StubRuntime]:
-    stub = StubRuntime().start()
+def running_stub(unix_socket: str | None = None) -> Iterator[StubRuntime]:
+    stub = StubRuntime(unix_socket).start()
     try:
         yield stub
     finally:

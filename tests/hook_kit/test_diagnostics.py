@@ -34,6 +34,7 @@ def test_the_outcome_set_is_the_spec_set_plus_debug_success() -> None:
     [
         (HttpFailure("timeout"), "server_unavailable"),
         (HttpFailure("connection_failed"), "server_unavailable"),
+        (HttpFailure("untrusted_socket"), "server_unavailable"),  # refused: nothing was sent
         (HttpFailure("oversize", 200), "invalid_response"),
         (HttpFailure("redirect", 302), "invalid_response"),
         (HttpFailure("malformed"), "invalid_response"),

@@ -6,8 +6,10 @@ real process has: empty or garbage stdin, a pipe that is never closed, start-up 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +19,8 @@ import pytest
 
 from tests.hook_kit.conftest import TOKEN, event, parse_lines
 from tests.hook_kit.stub import PREPARE, Reply, StubRuntime, dead_port, prepared_body
+
+GIT = shutil.which("git")
 
 PACK = 'PowerContext prepared untrusted historical context.\n测试 "pack" \\ end'
 SLACK = 1.5  # process start-up on a loaded machine, on top of the deadline
@@ -136,9 +140,11 @@ def test_usage_errors_still_exit_zero() -> None:
         assert b"usage:" in completed.stderr
 
 
-def test_the_hot_path_imports_stay_lean(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["tcp", "unix-default"])
+def test_the_hot_path_imports_stay_lean(tmp_path: Path, transport: str) -> None:
     """A whole hook run (event in, refused connection, diagnostics out) loads none of the
-    modules that made start-up slow: each costs milliseconds on every prompt (spec 08 P1)."""
+    modules that made start-up slow: each costs milliseconds on every prompt (spec 08 P1) —
+    over TCP, and over the default unix socket (data dir and agent token file located)."""
     listing = tmp_path / "modules.txt"
     code = (
         "import sys\n"
@@ -155,6 +161,8 @@ def test_the_hot_path_imports_stay_lean(tmp_path: Path) -> None:
         "POWERCONTEXT_TOKEN": "pc_x_y",
         "POWERCONTEXT_SCOPE_ID": "lean:scope",
     }
+    if transport == "unix-default":
+        del env["POWERCONTEXT_URL"], env["POWERCONTEXT_TOKEN"]
     event = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": "hi", "cwd": "/"})
     completed = subprocess.run(
         [sys.executable, "-I", "-c", code],
@@ -179,6 +187,7 @@ def test_the_hot_path_imports_stay_lean(tmp_path: Path) -> None:
         "typing_extensions": "typing_extensions (hidden from msgspec by the entry)",
         "tomllib": "tomllib (no config file here)",
         "subprocess": "subprocess",
+        "unicodedata": "unicodedata (only for non-ASCII scope ids)",
         "argparse": "argparse",
         "powercontext_hook_kit.install": "the install machinery",
     }
@@ -197,3 +206,73 @@ def test_the_kit_never_imports_the_runtime_or_httpx() -> None:
             if stripped.startswith(("import ", "from ")):
                 assert "powercontext_runtime" not in stripped, source.name
                 assert "httpx" not in stripped, source.name
+
+
+# --- a project full of FIFOs cannot hang the hook (issue 15, item 8) --------------------------
+
+
+def _repo(tmp_path: Path, remote: str | None = "git@github.com:Owner/Repo.git") -> Path:
+    repo = tmp_path / "project"
+    (repo / ".git" / "powercontext").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    config = "[core]\n\tbare = false\n"
+    if remote:
+        config += f'[remote "origin"]\n\turl = {remote}\n'
+    (repo / ".git" / "config").write_text(config)
+    return repo
+
+
+def _local(path: Path) -> str:
+    return "local:sha256:" + hashlib.sha256(os.path.realpath(path).encode()).hexdigest()
+
+
+def _fifo_in(repo: Path, where: str) -> str | None:
+    """Put a FIFO at ``where``; the scope the hook must then send (``None``: it must skip)."""
+    if where == ".git/config":
+        (repo / ".git" / "config").unlink()
+        os.mkfifo(repo / ".git" / "config")
+        return _local(repo)
+    if where == ".git":
+        shutil.rmtree(repo / ".git")
+        os.mkfifo(repo / ".git")
+        return _local(repo)
+    if where == ".git/commondir":
+        os.mkfifo(repo / ".git" / "commondir")
+        return "git:github.com/Owner/Repo"
+    if where == "binding":
+        os.mkfifo(repo / ".git" / "powercontext" / "workspace.json")
+        return None
+    if where == "include":  # only git reads includes: it must be a repository git accepts
+        shutil.rmtree(repo / ".git")
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(repo.parent)}
+        subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env, timeout=60)
+        fifo = repo.parent / "included.config"
+        os.mkfifo(fifo)
+        with (repo / ".git" / "config").open("a") as handle:
+            handle.write(f"[include]\n\tpath = {fifo}\n")
+        return None
+    raise AssertionError(where)
+
+
+@pytest.mark.parametrize("where", [".git/config", ".git", ".git/commondir", "binding", "include"])
+def test_a_fifo_anywhere_in_the_repository_cannot_hang_the_hook(
+    stub: StubRuntime, tmp_path: Path, where: str
+) -> None:
+    """Through a real hook process: it finishes (``subprocess.run`` would time out and kill a
+    hung one), exits 0, and either sends the scope the rules give or skips."""
+    if where == "include" and GIT is None:
+        pytest.skip("git is not installed")
+    repo = _repo(tmp_path)
+    expected = _fifo_in(repo, where)
+    payload = json.dumps(event(cwd=str(repo))).encode()
+    completed = run_hook_process(payload, process_env(stub.url, tmp_path))
+    assert completed.returncode == 0
+    assert completed.stdout == b""
+    lines = parse_lines(completed.stderr.decode())
+    prepared = [r.json()["scope_id"] for r in stub.requests if r.path == PREPARE]
+    if expected is None:
+        assert prepared == []
+        assert [line["outcome"] for line in lines] == ["skipped"]
+    else:
+        assert prepared == [expected]
+        assert [line["outcome"] for line in lines] == ["empty"]

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,10 @@ from powercontext_hook_kit import (
     resolve_scope,
     unbind,
 )
-from powercontext_hook_kit.scope import _origin_url_from_config
-from tests.hook_kit.conftest import event, hook_env, run_in_process
+from powercontext_hook_kit import scope as scope_module
+from powercontext_hook_kit.scope import _git_timeout, _origin_url_from_config
+from powercontext_hook_kit.transport import Deadline
+from tests.hook_kit.conftest import event, finishes, hook_env, run_in_process
 from tests.hook_kit.stub import StubRuntime
 
 GIT = shutil.which("git")
@@ -118,6 +121,56 @@ def test_long_remotes_are_hashed() -> None:
 def test_control_characters_are_hashed_not_sent() -> None:
     scope = normalize_remote_url("https://host/owner/re\x01po")
     assert scope is not None and scope.startswith("git:sha256:")
+
+
+REFUSED = {"Cc", "Cf", "Cs", "Zl", "Zp"}
+
+
+@pytest.mark.parametrize(
+    "remote",
+    [
+        "https://github.com/acme/pay\u200bments.git",  # zero-width space: looks like "payments"
+        "git@github.com:acme/\u202estnemyap.git",  # right-to-left override: displays reversed
+        "https://github.com/acme/repo\u2066x\u2069",
+        "https://github.com/acme/re\u2028po",
+        "https://github.com/acme/\ufeffrepo",
+        "https://github.com/acme/re\udc80po",  # an undecodable byte in .git/config
+    ],
+)
+def test_invisible_and_bidi_characters_in_a_remote_are_hashed(remote: str) -> None:
+    """Decision (docs/configuration.md): such a remote still gets its own stable scope, shared
+    by all its clones, but as ``git:sha256:<hex>`` of the would-be id — never a readable id
+    that passes for another repository's, and never the characters stripped (which would make
+    ``pay\u200bments`` and ``payments`` one scope)."""
+    scope = normalize_remote_url(remote)
+    assert scope is not None and scope.startswith("git:sha256:")
+    stripped = "".join(ch for ch in remote if unicodedata.category(ch) not in REFUSED)
+    assert scope != normalize_remote_url(stripped)
+    assert normalize_remote_url(remote) == scope  # deterministic
+
+
+def test_a_remote_with_bidi_characters_is_hashed_in_the_hook(
+    stub: StubRuntime, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "r", "https://github.com/acme/pay\u200bments.git")
+    env = hook_env(stub.url, tmp_path / "data")
+    del env["POWERCONTEXT_SCOPE_ID"]
+    run_in_process(event(cwd=str(repo)), env)
+    (request,) = [r for r in stub.requests if r.path.endswith("prepare")]
+    expected = hashlib.sha256("git:github.com/acme/pay\u200bments".encode()).hexdigest()
+    assert request.json()["scope_id"] == f"git:sha256:{expected}"
+
+
+def test_a_binding_with_bidi_characters_is_refused(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r")
+    with pytest.raises(ScopeError):
+        bind(str(repo), "team:pay\u202ements")
+    (repo / ".git" / "powercontext").mkdir()
+    (repo / ".git" / "powercontext" / "workspace.json").write_text(
+        json.dumps({"schema": "powercontext.workspace.v1", "scope_id": "team:\u200bx"})
+    )
+    with pytest.raises(ScopeError):
+        resolve_scope(str(repo))
 
 
 # --- resolution ------------------------------------------------------------------------------
@@ -295,3 +348,154 @@ def test_the_environment_override_beats_a_binding_in_the_hook(
     run_in_process(event(cwd=str(repo)), env)
     scopes = [r.json()["scope_id"] for r in stub.requests if r.path.endswith("prepare")]
     assert scopes == ["git:example.com/acme/SENTINEL-scope", "bound"]
+
+
+# --- nothing in the project can block the hook -----------------------------------------------
+
+
+def _resolve(path: Path, fifos: list[Path], seconds: float = 5.0) -> object:
+    """``resolve_scope`` under a deadline; asserts it returns (or raises) instead of hanging."""
+    done, result = finishes(
+        lambda: resolve_scope(str(path), deadline=Deadline.after(seconds)), fifos
+    )
+    assert done, "scope resolution blocked"
+    return result
+
+
+def _fifo(path: Path) -> Path:
+    if path.exists() or path.is_symlink():
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    os.mkfifo(path)
+    return path
+
+
+REMOTE = "git@github.com:Owner/Repo.git"
+
+
+def test_a_fifo_as_git_config_reads_as_no_remote(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", REMOTE)
+    fifo = _fifo(repo / ".git" / "config")
+    assert _resolve(repo, [fifo]) == local(repo)
+
+
+def test_a_fifo_as_dot_git_is_not_a_repository(tmp_path: Path) -> None:
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    fifo = _fifo(folder / ".git")
+    assert _resolve(folder, [fifo]) == local(folder)
+
+
+def test_a_git_file_pointing_at_a_fifo_is_not_a_repository(tmp_path: Path) -> None:
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    fifo = _fifo(tmp_path / "pointed-at")
+    (folder / ".git").write_text(f"gitdir: {fifo}\n")
+    assert _resolve(folder, [fifo]) == local(folder)
+
+
+def test_a_fifo_as_commondir_is_ignored(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", REMOTE)
+    fifo = _fifo(repo / ".git" / "commondir")
+    assert _resolve(repo, [fifo]) == "git:github.com/Owner/Repo"
+
+
+def test_fifos_as_head_and_a_worktree_gitdir_are_never_opened(tmp_path: Path) -> None:
+    """``HEAD`` is only ``stat``-ed, and a linked worktree's ``gitdir`` back-pointer never read."""
+    main = make_repo(tmp_path / "main", REMOTE)
+    admin = main / ".git" / "worktrees" / "wt"
+    admin.mkdir(parents=True)
+    (admin / "HEAD").write_text("ref: refs/heads/wt\n")
+    (admin / "commondir").write_text("../..\n")
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    (worktree / ".git").write_text(f"gitdir: {admin}\n")
+    fifos = [_fifo(admin / "gitdir"), _fifo(main / ".git" / "HEAD")]
+    assert _resolve(worktree, fifos) == "git:github.com/Owner/Repo"
+    assert _resolve(main, fifos) == "git:github.com/Owner/Repo"
+
+
+def test_a_fifo_as_the_binding_is_a_corrupt_binding(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", REMOTE)
+    (repo / ".git" / "powercontext").mkdir()
+    fifo = _fifo(repo / ".git" / "powercontext" / "workspace.json")
+    assert isinstance(_resolve(repo, [fifo]), ScopeError)
+
+
+def test_a_symlinked_binding_is_refused(tmp_path: Path) -> None:
+    """``bind`` only writes regular files; a symlink there was put by someone else."""
+    repo = make_repo(tmp_path / "r", REMOTE)
+    (repo / ".git" / "powercontext").mkdir()
+    target = tmp_path / "elsewhere.json"
+    target.write_text(json.dumps({"schema": "powercontext.workspace.v1", "scope_id": "x"}))
+    (repo / ".git" / "powercontext" / "workspace.json").symlink_to(target)
+    with pytest.raises(ScopeError):
+        resolve_scope(str(repo))
+
+
+@pytest.mark.parametrize("name", ["config", "powercontext/workspace.json", "commondir"])
+def test_directories_and_devices_in_place_of_files_do_not_block(tmp_path: Path, name: str) -> None:
+    repo = make_repo(tmp_path / "r", REMOTE)
+    target = repo / ".git" / name
+    target.parent.mkdir(exist_ok=True)
+    if target.exists():
+        target.unlink()
+    target.symlink_to("/dev/zero")  # endless if read; a character device, not a regular file
+    result = _resolve(repo, [])
+    if name == "powercontext/workspace.json":
+        assert isinstance(result, ScopeError)
+    elif name == "config":
+        assert result == local(repo)
+    else:
+        assert result == "git:github.com/Owner/Repo"
+
+
+@needs_git
+def test_a_fifo_as_an_included_config_is_bounded_by_the_deadline(tmp_path: Path) -> None:
+    """``git`` blocks on the FIFO; it is killed within the hook's deadline and the prompt goes
+    unscoped (skipped) — never a scope that depends on how long git happened to take."""
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git("init", "-q", cwd=repo)
+    fifo = _fifo(tmp_path / "extra.config")
+    with (repo / ".git" / "config").open("a") as handle:
+        handle.write(f"[include]\n\tpath = {fifo}\n")
+    assert isinstance(_resolve(repo, [fifo], seconds=2.0), ScopeError)
+
+
+def test_git_gets_at_most_half_of_the_remaining_deadline() -> None:
+    assert _git_timeout(None) == 0.5
+    assert _git_timeout(Deadline.after(30)) == 0.5
+    assert _git_timeout(Deadline.after(0.4)) <= 0.2
+    assert _git_timeout(Deadline.after(-1)) < 0
+
+
+def test_git_is_not_started_without_time_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path / "r")
+    with (repo / ".git" / "config").open("a") as handle:
+        handle.write("[include]\n\tpath = /elsewhere\n")
+    started: list[object] = []
+    import subprocess as real_subprocess
+
+    monkeypatch.setattr(real_subprocess, "run", lambda *a, **k: started.append(a))
+    deadline = Deadline.after(0.001)
+    while not deadline.expired:
+        pass
+    with pytest.raises(ScopeError):
+        resolve_scope(str(repo), deadline=deadline)
+    assert started == []
+    monkeypatch.undo()
+    # Without a deadline (doctor, bind) git is asked as before.
+    assert scope_module.explain_scope(str(repo)) == (local(repo), "local")
+
+
+def test_an_expired_deadline_stops_the_walk(tmp_path: Path) -> None:
+    deep = tmp_path / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    with pytest.raises(ScopeError):
+        find_repository(str(deep), Deadline.after(-1))
+    assert find_repository(str(deep)) is None

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from powercontext_hook_kit import HookSettings, SettingsError, config_file_path, plugin_data_dir
-from powercontext_hook_kit.settings import user_dir
-from powercontext_hook_kit.transport import Endpoint
+from powercontext_hook_kit.settings import (
+    agent_token_file,
+    check_scope_id,
+    default_url,
+    runtime_data_dir,
+    runtime_socket_path,
+    user_dir,
+)
+from powercontext_hook_kit.transport import Endpoint, UnixEndpoint
+from tests.hook_kit.conftest import finishes
+
+posix_only = pytest.mark.skipif(os.name != "posix", reason="the unix socket default is POSIX-only")
 
 
 def write_toml(path: Path, text: str) -> str:
@@ -16,10 +27,18 @@ def write_toml(path: Path, text: str) -> str:
     return str(path)
 
 
-def test_defaults(tmp_path: Path) -> None:
+@pytest.fixture
+def missing(tmp_path: Path) -> str:
+    """A config path that does not exist (not "/nonexistent": some machines have that dir)."""
+    return str(tmp_path / "missing" / "plugins.toml")
+
+
+@posix_only
+def test_defaults(tmp_path: Path, isolated_user: Path) -> None:
     settings = HookSettings.load("codex", {}, config_path=str(tmp_path / "missing.toml"))
-    assert settings.url == "http://127.0.0.1:7411"
-    assert settings.endpoint == Endpoint("127.0.0.1", 7411)
+    socket = str(isolated_user / "data" / "powercontext" / "powercontext.sock")
+    assert settings.url == f"unix:{socket}"
+    assert settings.endpoint == UnixEndpoint(socket)
     assert settings.token is None
     assert settings.scope_id is None
     assert (settings.bootstrap, settings.capture_prompts) == (False, True)
@@ -27,17 +46,141 @@ def test_defaults(tmp_path: Path) -> None:
     assert settings.deadline_seconds == 2.0
 
 
-def test_the_runtime_token_file_is_the_default_token(tmp_path: Path, isolated_user: Path) -> None:
-    home = tmp_path / "pc-home"
-    (home / "auth").mkdir(parents=True)
-    (home / "auth" / "token").write_text("from-home\n")
-    assert HookSettings.load("codex", {"POWERCONTEXT_HOME": str(home)}).token == "from-home"
+@posix_only
+def test_the_default_socket_is_in_the_runtime_data_dir(runtime_home: Path, missing: str) -> None:
+    """One helper places the data dir; the socket and the agent token are both in it."""
+    env = {"POWERCONTEXT_HOME": str(runtime_home)}
+    assert runtime_data_dir(env) == str(runtime_home)
+    assert runtime_socket_path(env) == str(runtime_home / "powercontext.sock")
+    assert agent_token_file(env) == str(runtime_home / "auth" / "agent-token")
+    assert default_url(env) == f"unix:{runtime_home}/powercontext.sock"
+    settings = HookSettings.load("codex", env, config_path=missing)
+    assert settings.endpoint == UnixEndpoint(str(runtime_home / "powercontext.sock"))
+
+
+@posix_only
+def test_the_daemons_socket_setting_is_followed(runtime_home: Path, missing: str) -> None:
+    """``POWERCONTEXT_SOCKET`` moves the daemon's socket (or turns it ``off``); hooks follow it
+    like the runtime's own client, so they reach the socket the daemon actually made."""
+    env = {"POWERCONTEXT_HOME": str(runtime_home)}
+    moved = {**env, "POWERCONTEXT_SOCKET": "/run/pc/elsewhere.sock"}
+    assert HookSettings.load("codex", moved, config_path=missing).endpoint == UnixEndpoint(
+        "/run/pc/elsewhere.sock"
+    )
+    off = {**env, "POWERCONTEXT_SOCKET": "OFF"}
+    assert HookSettings.load("codex", off, config_path=missing).endpoint == Endpoint(
+        "127.0.0.1", 7411
+    )
+    with pytest.raises(SettingsError):
+        HookSettings.load(
+            "codex", {**env, "POWERCONTEXT_SOCKET": "relative.sock"}, config_path=missing
+        )
+    # An explicit URL wins over it.
+    both = {**moved, "POWERCONTEXT_URL": "unix:/tmp/x.sock"}
+    assert HookSettings.load("codex", both, config_path=missing).endpoint == UnixEndpoint(
+        "/tmp/x.sock"
+    )
+
+
+def test_an_explicit_http_url_keeps_using_tcp(runtime_home: Path, missing: str) -> None:
+    env = {"POWERCONTEXT_HOME": str(runtime_home), "POWERCONTEXT_URL": "http://127.0.0.1:7411"}
+    settings = HookSettings.load("codex", env, config_path=missing)
+    assert settings.endpoint == Endpoint("127.0.0.1", 7411)
+
+
+@posix_only
+@pytest.mark.parametrize("variable", ["POWERCONTEXT_URL", "CLAUDE_PLUGIN_OPTION_URL"])
+def test_an_explicit_unix_url_is_used(tmp_path: Path, variable: str, missing: str) -> None:
+    path = str(tmp_path / "elsewhere.sock")
+    settings = HookSettings.load("claude-code", {variable: f"unix:{path}"}, config_path=missing)
+    assert (settings.url, settings.endpoint) == (f"unix:{path}", UnixEndpoint(path))
+    toml = write_toml(tmp_path / "p.toml", f'[codex]\nurl = "unix:{path}"\n')
+    assert HookSettings.load("codex", {}, config_path=toml).endpoint == UnixEndpoint(path)
+
+
+@pytest.mark.parametrize("home", ["relative/home", "./pc"])
+def test_a_relative_runtime_data_dir_is_refused(home: str, missing: str) -> None:
+    """The hook runs in the user's project: a relative data dir would name a project file."""
+    with pytest.raises(SettingsError):
+        HookSettings.load("codex", {"POWERCONTEXT_HOME": home}, config_path=missing)
+    # Not needed when both the URL and the token are configured.
+    configured = {
+        "POWERCONTEXT_HOME": home,
+        "POWERCONTEXT_URL": "http://127.0.0.1:7411",
+        "POWERCONTEXT_TOKEN": "t",
+    }
+    assert HookSettings.load("codex", configured, config_path=missing).token == "t"
+
+
+def test_the_agent_token_file_is_the_default_token(
+    runtime_home: Path, isolated_user: Path, missing: str
+) -> None:
+    (runtime_home / "auth" / "agent-token").write_text("agent-from-home\n")
+    (runtime_home / "auth" / "token").write_text("OPERATOR-SENTINEL\n")
+    env = {"POWERCONTEXT_HOME": str(runtime_home)}
+    assert HookSettings.load("codex", env, config_path=missing).token == "agent-from-home"
     # Without POWERCONTEXT_HOME: the platform data dir, like the runtime.
     data = isolated_user / "data" / "powercontext" / "auth"
     data.mkdir(parents=True)
-    (data / "token").write_text("from-data-dir")
-    assert HookSettings.load("codex", {}).token == "from-data-dir"
-    assert HookSettings.load("codex", {"POWERCONTEXT_TOKEN": "explicit"}).token == "explicit"
+    (data / "agent-token").write_text("agent-from-data-dir")
+    assert HookSettings.load("codex", {}, config_path=missing).token == "agent-from-data-dir"
+    explicit = {"POWERCONTEXT_TOKEN": "explicit"}
+    assert HookSettings.load("codex", explicit, config_path=missing).token == "explicit"
+
+
+def test_the_operator_token_is_never_read(runtime_home: Path, missing: str) -> None:
+    """Only ``auth/token`` exists (an older runtime, or the agent token was deleted): the hook
+    goes without a token rather than take the operator's, which can review."""
+    (runtime_home / "auth" / "token").write_text("OPERATOR-SENTINEL\n")
+    env = {"POWERCONTEXT_HOME": str(runtime_home)}
+    assert HookSettings.load("codex", env, config_path=missing).token is None
+
+
+@posix_only
+def test_a_fifo_as_token_file_or_config_does_not_block(runtime_home: Path, tmp_path: Path) -> None:
+    token = runtime_home / "auth" / "agent-token"
+    os.mkfifo(token)
+    config = tmp_path / "plugins.toml"
+    os.mkfifo(config)
+    env = {"POWERCONTEXT_HOME": str(runtime_home), "POWERCONTEXT_URL": "http://127.0.0.1:1"}
+
+    done, result = finishes(
+        lambda: HookSettings.load("codex", env, config_path=str(tmp_path / "none.toml")), [token]
+    )
+    assert done and isinstance(result, HookSettings) and result.token is None
+    done, result = finishes(
+        lambda: HookSettings.load("codex", env, config_path=str(config)), [config]
+    )
+    assert done and isinstance(result, SettingsError)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "git:github.com/acme/pay\u200bments",  # zero-width space
+        "git:github.com/acme/\u202epayments",  # right-to-left override
+        "team\u2066x\u2069",  # bidi isolates
+        "scope\ufeff",  # byte-order mark / zero-width no-break space
+        "soft\u00adhyphen",
+        "line\u2028separator",
+        "paragraph\u2029separator",
+        "lone\udc80surrogate",
+        "c1\x85control",
+        "del\x7f",
+    ],
+)
+def test_invisible_and_bidi_characters_are_refused_in_scope_ids(value: str, missing: str) -> None:
+    with pytest.raises(SettingsError):
+        check_scope_id(value, "scope_id")
+    with pytest.raises(SettingsError):
+        HookSettings.load("codex", {"POWERCONTEXT_SCOPE_ID": value}, config_path=missing)
+
+
+@pytest.mark.parametrize(
+    "value", ["git:github.com/Owner/Répo", "团队:支付", "emoji:🚀", "a b", "x" * 256]
+)
+def test_visible_unicode_is_fine_in_scope_ids(value: str) -> None:
+    assert check_scope_id(value, "scope_id") == value
 
 
 def test_the_platform_config_file_is_read(isolated_user: Path) -> None:
@@ -103,10 +246,8 @@ def test_toml_native_types(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("value", ["1", "0", "TRUE", "False", "Yes", "no", "ON", "off", " on "])
-def test_boolean_spellings(value: str) -> None:
-    settings = HookSettings.load(
-        "codex", {"POWERCONTEXT_BOOTSTRAP": value}, config_path="/nonexistent"
-    )
+def test_boolean_spellings(value: str, missing: str) -> None:
+    settings = HookSettings.load("codex", {"POWERCONTEXT_BOOTSTRAP": value}, config_path=missing)
     assert settings.bootstrap is (value.strip().lower() in ("1", "true", "yes", "on"))
 
 
@@ -126,6 +267,9 @@ def test_boolean_spellings(value: str) -> None:
         {"POWERCONTEXT_DEADLINE_SECONDS": "60"},
         {"POWERCONTEXT_URL": "https://127.0.0.1:7411"},
         {"POWERCONTEXT_URL": "http://example.com"},
+        {"POWERCONTEXT_URL": "unix:relative.sock"},
+        {"POWERCONTEXT_URL": "unix://host/x.sock"},
+        {"CLAUDE_PLUGIN_OPTION_URL": "unix:"},
         {"POWERCONTEXT_TOKEN": "has space"},
         {"POWERCONTEXT_TOKEN": "line\nbreak"},
         {"POWERCONTEXT_SCOPE_ID": " leading"},
@@ -133,9 +277,9 @@ def test_boolean_spellings(value: str) -> None:
         {"POWERCONTEXT_SCOPE_ID": "x" * 257},
     ],
 )
-def test_invalid_values_raise_settings_error(env: dict[str, str]) -> None:
+def test_invalid_values_raise_settings_error(env: dict[str, str], missing: str) -> None:
     with pytest.raises(SettingsError):
-        HookSettings.load("claude-code", env, config_path="/nonexistent")
+        HookSettings.load("claude-code", env, config_path=missing)
 
 
 @pytest.mark.parametrize(
@@ -161,11 +305,11 @@ def test_other_hosts_tables_and_top_level_keys_are_ignored(tmp_path: Path) -> No
     assert HookSettings.load("codex", {}, config_path=toml).max_bytes == 8000
 
 
-def test_the_token_never_appears_in_repr() -> None:
+def test_the_token_never_appears_in_repr(missing: str) -> None:
     settings = HookSettings.load(
         "codex",
         {"POWERCONTEXT_TOKEN": "SECRET-SENTINEL", "POWERCONTEXT_SCOPE_ID": "SCOPE-SENTINEL"},
-        config_path="/nonexistent",
+        config_path=missing,
     )
     assert "SENTINEL" not in repr(settings)
 

@@ -99,3 +99,17 @@ def test_a_private_file_replaces_atomically_and_never_widens(tmp_path: Path) -> 
     write_private_file(target, "two\n")
     assert target.read_text() == "two\n" and mode(target) == 0o600
     assert sorted(p.name for p in target.parent.iterdir()) == ["token"]
+
+
+def test_tightening_only_removes_bits(tmp_path: Path) -> None:
+    """A database its owner made read-only stays read-only (0444 → 0400, never 0600): the
+    start-up write check, not the permission fix, is what reports it."""
+    from powercontext_runtime.files import secure_data_dir
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    database = home / "powercontext.db"
+    database.touch()
+    os.chmod(database, 0o444)
+    assert secure_data_dir(home, database) == ["powercontext.db"]
+    assert mode(database) == 0o400

@@ -9,13 +9,15 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from powercontext_runtime.local_socket import SOCKET_NAME, SocketAddress
 
 
 def free_port() -> int:
@@ -30,10 +32,24 @@ class Daemon:
     home: Path
     process: subprocess.Popen[bytes]
     stderr_path: Path
+    #: The unix socket the daemon serves besides TCP (``<home>/powercontext.sock`` unless the
+    #: test moved it with POWERCONTEXT_SOCKET / --socket; None when turned off).
+    socket_path: Path | None = field(default=None)
+
+    @property
+    def unix_url(self) -> str:
+        assert self.socket_path is not None, "this daemon serves no unix socket"
+        return f"unix:{self.socket_path}"
 
     @property
     def token(self) -> str:
+        """The operator's local token (every capability)."""
         return (self.home / "auth" / "token").read_text().strip()
+
+    @property
+    def agent_token(self) -> str:
+        """The agents' local token (hooks, MCP tools: read, write, propose — no review)."""
+        return (self.home / "auth" / "agent-token").read_text().strip()
 
     def env(self) -> dict[str, str]:
         """Environment for CLI subprocesses talking to this daemon."""
@@ -51,6 +67,21 @@ class Daemon:
             headers={"Authorization": f"Bearer {token or self.token}"},
             timeout=30,
         )
+
+    @contextmanager
+    def unix_client(self, token: str | None = None) -> Iterator[httpx.Client]:
+        """An httpx client over the unix socket (``Host: localhost``), long paths included."""
+        assert self.socket_path is not None, "this daemon serves no unix socket"
+        with (
+            SocketAddress(self.socket_path) as address,
+            httpx.Client(
+                base_url="http://localhost",
+                transport=httpx.HTTPTransport(uds=address.address),
+                headers={"Authorization": f"Bearer {token or self.token}"},
+                timeout=30,
+            ) as client,
+        ):
+            yield client
 
     def query(self, sql: str, *params: object) -> list[tuple[Any, ...]]:
         """Rows of the runtime's SQLite database, opened read-only: what the runtime stored,
@@ -82,8 +113,18 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, timeout: f
 
 @contextmanager
 def start_daemon(
-    home: Path, *, database_url: str | None = None, extra_env: dict[str, str] | None = None
+    home: Path,
+    *,
+    database_url: str | None = None,
+    extra_env: dict[str, str] | None = None,
+    extra_args: Sequence[str] = (),
+    preexec_fn: Callable[[], None] | None = None,
 ) -> Iterator[Daemon]:
+    """``powercontext serve`` on a free TCP port and (by default) ``<home>/powercontext.sock``.
+
+    ``extra_args`` are appended to the command line; ``preexec_fn`` runs in the child before
+    exec (e.g. to lower its ``RLIMIT_NOFILE``).
+    """
     port = free_port()
     home.mkdir(parents=True, exist_ok=True)
     log = home.parent / f"{home.name}-stderr.log"
@@ -93,9 +134,13 @@ def start_daemon(
             "--port", str(port), "--data-dir", str(home)]
     if database_url:
         args += ["--database-url", database_url]
+    args += list(extra_args)
     with open(log, "wb") as stderr:
-        process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
-    daemon = Daemon(f"http://127.0.0.1:{port}", home, process, log)
+        process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=stderr, env=env, preexec_fn=preexec_fn
+        )
+    socket_path = _socket_path(home, env.get("POWERCONTEXT_SOCKET"), list(extra_args))
+    daemon = Daemon(f"http://127.0.0.1:{port}", home, process, log, socket_path)
     try:
         wait_ready(daemon.url, process, log)
         yield daemon
@@ -107,3 +152,13 @@ def start_daemon(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def _socket_path(home: Path, from_env: str | None, extra_args: list[str]) -> Path | None:
+    """Where the daemon puts its unix socket (``--socket`` beats POWERCONTEXT_SOCKET)."""
+    value = from_env
+    if "--socket" in extra_args:
+        value = extra_args[extra_args.index("--socket") + 1]
+    if value is None:
+        return home / SOCKET_NAME if hasattr(socket, "AF_UNIX") else None
+    return None if value.strip().lower() == "off" else Path(value).absolute()

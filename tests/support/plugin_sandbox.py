@@ -288,12 +288,21 @@ def write_json(path: Path, document: object) -> bytes:
 
 
 def assert_installed_hook_injects_the_pack(
-    sandbox: PluginSandbox, daemon: Daemon, event: dict[str, Any], *, scope_variable: str
+    sandbox: PluginSandbox,
+    daemon: Daemon,
+    event: dict[str, Any],
+    *,
+    scope_variable: str,
+    transport: str = "tcp",
 ) -> None:
     """Install into the user's hooks file, then run the UserPromptSubmit command found there
     the way the hosts do — ``/bin/sh -c`` from ``/`` with an empty ``PATH`` (the command is
     absolute) and ``event`` on stdin — and check it prints exactly the pack the runtime
-    prepares for ``event["prompt"]`` in the scope set through ``scope_variable``."""
+    prepares for ``event["prompt"]`` in the scope set through ``scope_variable``.
+
+    ``transport="unix"``: no ``POWERCONTEXT_URL`` — the hook's default, the daemon's socket in
+    ``POWERCONTEXT_HOME``, with the agent token found there (the daemon's TCP port is a random
+    one, so only the socket can have answered)."""
     scope = f"{sandbox.cli_name}-test:hook-command"
     daemon.client().post(
         "/v1/memory/remember",
@@ -310,7 +319,11 @@ def assert_installed_hook_injects_the_pack(
         capture_output=True,
         text=True,
         cwd="/",
-        env=sandbox.env(PATH="/nonexistent", **{scope_variable: scope}),
+        env=sandbox.env(
+            PATH="/nonexistent",
+            **{scope_variable: scope},
+            **({"POWERCONTEXT_URL": ""} if transport == "unix" else {}),
+        ),
         timeout=30,
     )
     assert done.returncode == 0, done.stderr

@@ -73,13 +73,20 @@ class Runtime:
             authenticator=Authenticator(tokens),
         )
         if prepare:
-            runtime.prepare()
+            try:
+                runtime.prepare()
+            except BaseException:
+                runtime.close()  # no pools left behind by a runtime that could not start
+                raise
         return runtime
 
     def prepare(self) -> None:
         if self.settings.in_memory:
             _log.warning("in_memory_database")
         self.db.check_server()
+        # Refuse to start on a database that reads but cannot be written (a read-only file or
+        # folder, a full disk): every request that writes would fail.
+        self.db.check_writes()
         self.db.create_schema()
         for name, service in self._indexed():
             if not service.index_is_consistent():

@@ -24,11 +24,22 @@ SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")
 
 
 def _tighten(path: Path, mode: int) -> bool:
-    """Set ``path``'s permission bits to ``mode``; True if they were looser or different."""
+    """Take from ``path`` every permission bit ``mode`` does not have (group and others);
+    True if there was one to take.
+
+    Only ever removes bits: a file its owner made read-only (0400) stays read-only, and the
+    start-up write check then says so. A file we may not change (another owner, a read-only
+    mount) is left as it is and logged, rather than stopping the daemon here.
+    """
     current = stat.S_IMODE(path.stat().st_mode)
-    if current == mode:
+    wanted = current & mode
+    if current == wanted:
         return False
-    os.chmod(path, mode)
+    try:
+        os.chmod(path, wanted)
+    except OSError as exc:
+        _log.warning("data_dir_permissions_unchanged", extra={"error_type": type(exc).__name__})
+        return False
     return True
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -17,6 +18,7 @@ from typing import Literal
 import platformdirs
 
 from .contract.limits import MAX_BODY_BYTES_DEFAULT
+from .local_socket import SOCKET_NAME, unix_sockets_supported
 
 __all__ = ["ConfigError", "Settings", "is_loopback", "read_token_file"]
 
@@ -62,6 +64,32 @@ def _int_between(value: object, name: str, low: int, high: int) -> int:
     return int(text)
 
 
+_LABEL = r"[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?"
+_HOST_NAME = re.compile(rf"^{_LABEL}(\.{_LABEL})*$")
+
+
+def _host_names(values: object) -> tuple[str, ...]:
+    """Allowed host names: DNS names or IP literals, lowercased; nothing with a port, a path
+    or a wildcard (each name is one exact host the operator vouches for)."""
+    if not isinstance(values, (tuple, list)):
+        raise ConfigError("POWERCONTEXT_ALLOWED_HOSTS must be a comma-separated list of names")
+    names = []
+    for value in values:
+        name = str(value).strip().lower()
+        try:
+            names.append(str(ipaddress.ip_address(name.strip("[]"))))
+            continue
+        except ValueError:
+            pass
+        if len(name) > 253 or not _HOST_NAME.match(name):
+            raise ConfigError(
+                "POWERCONTEXT_ALLOWED_HOSTS entries must be host names or IP addresses "
+                "(no port, scheme or wildcard)"
+            )
+        names.append(name)
+    return tuple(dict.fromkeys(names))
+
+
 def default_home(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get("POWERCONTEXT_HOME"):
@@ -75,6 +103,79 @@ MAX_WORKERS = 64
 #: cache grows only as pages are read, so a small database costs only what it reads.
 DEFAULT_PROMPT_CACHE_MIB = 64
 MAX_PROMPT_CACHE_MIB = 4096
+
+# Pre-authentication limits (docs/configuration.md § Connection limits): what a client that has
+# not yet sent a whole request may hold. Generous for any real client, small for a flood.
+DEFAULT_MAX_HEADER_BYTES = 64 * 1024
+DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_BODY_TIMEOUT = 30.0
+DEFAULT_MAX_CONNECTIONS = 1024
+DEFAULT_MAX_PENDING_CONNECTIONS = 128
+
+
+def unix_socket_for(value: object, home: Path) -> Path | None:
+    """The daemon's unix socket: ``value`` (a path, or ``off``) or ``<home>/powercontext.sock``.
+
+    None means no socket: ``off``, or a platform without unix sockets (Windows) when nothing
+    was asked for. Relative paths are made absolute, because the socket's URL must be.
+    """
+    if value is None:
+        return home / SOCKET_NAME if unix_sockets_supported() else None
+    text = str(value).strip()
+    if not text:
+        raise ConfigError("POWERCONTEXT_SOCKET is set but empty")
+    if text.lower() == "off":
+        return None
+    if not unix_sockets_supported():
+        raise ConfigError("unix sockets are not available here; set POWERCONTEXT_SOCKET=off")
+    return Path(text).expanduser().absolute()
+
+
+def default_unix_socket(env: Mapping[str, str] | None = None) -> Path | None:
+    """The socket a local client should use: POWERCONTEXT_SOCKET, else the default data dir's.
+
+    The same rule as the daemon's (:meth:`Settings.load`), so a client and a daemon that see
+    the same environment meet at the same file.
+    """
+    env = os.environ if env is None else env
+    return unix_socket_for(env.get("POWERCONTEXT_SOCKET"), default_home(env))
+
+
+def _serving_settings(pick: Callable[[str, str, object], object], home: Path) -> dict[str, object]:
+    """The transport and pre-auth limit fields of :meth:`Settings.load`."""
+    return {
+        "unix_socket": unix_socket_for(pick("unix_socket", "POWERCONTEXT_SOCKET", None), home),
+        "max_header_bytes": _int_between(
+            pick("max_header_bytes", "POWERCONTEXT_MAX_HEADER_BYTES", DEFAULT_MAX_HEADER_BYTES),
+            "POWERCONTEXT_MAX_HEADER_BYTES",
+            4096,
+            16 * 1024 * 1024,
+        ),
+        "header_timeout": _positive_float(
+            pick("header_timeout", "POWERCONTEXT_HEADER_TIMEOUT", DEFAULT_HEADER_TIMEOUT),
+            "POWERCONTEXT_HEADER_TIMEOUT",
+        ),
+        "body_timeout": _positive_float(
+            pick("body_timeout", "POWERCONTEXT_BODY_TIMEOUT", DEFAULT_BODY_TIMEOUT),
+            "POWERCONTEXT_BODY_TIMEOUT",
+        ),
+        "max_connections": _int_between(
+            pick("max_connections", "POWERCONTEXT_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS),
+            "POWERCONTEXT_MAX_CONNECTIONS",
+            16,
+            1_000_000,
+        ),
+        "max_pending_connections": _int_between(
+            pick(
+                "max_pending_connections",
+                "POWERCONTEXT_MAX_PENDING_CONNECTIONS",
+                DEFAULT_MAX_PENDING_CONNECTIONS,
+            ),
+            "POWERCONTEXT_MAX_PENDING_CONNECTIONS",
+            1,
+            1_000_000,
+        ),
+    }
 
 
 @dataclass(frozen=True)
@@ -97,15 +198,50 @@ class Settings:
     #: busy team daemon use more than one core (the GIL caps a single process near one).
     workers: int = 1
     prompt_cache_mib: int = DEFAULT_PROMPT_CACHE_MIB
+    #: Host names (besides localhost, 127.0.0.1, ::1 and the bind address) that requests may
+    #: carry in ``Host``/``Origin`` (``POWERCONTEXT_ALLOWED_HOSTS``, comma-separated).
+    allowed_hosts: tuple[str, ...] = ()
+    #: The unix-domain socket served besides TCP (``POWERCONTEXT_SOCKET``, ``serve --socket``;
+    #: ``<home>/powercontext.sock`` on POSIX, None when off or on Windows).
+    unix_socket: Path | None = None
+    #: Pre-auth limits, enforced by :mod:`powercontext_runtime.serving.limits`, per process:
+    #: request line + headers (over → 431), seconds to send a request head (from accept or
+    #: the previous response) and a body (from its head), connections per listener, and
+    #: connections per listener that have not sent a whole request (oldest closed first).
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_pending_connections: int = DEFAULT_MAX_PENDING_CONNECTIONS
 
     @property
     def token_file(self) -> Path:
+        """The operator's local token (CLI; may review)."""
         return self.home / "auth" / "token"
+
+    @property
+    def agent_token_file(self) -> Path:
+        """The agents' local token (hooks, the plugins' MCP tools; may not review)."""
+        return self.home / "auth" / "agent-token"
+
+    @property
+    def sqlite_file(self) -> Path | None:
+        """The SQLite database file, when the database is one (not in memory, not OceanBase)."""
+        prefix = "sqlite:///"
+        if self.in_memory or not self.database_url.startswith(prefix):
+            return None
+        path = self.database_url[len(prefix):].split("?", 1)[0]
+        return Path(path) if path else None
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def unix_url(self) -> str | None:
+        """``unix:/…/powercontext.sock`` when the daemon serves a unix socket."""
+        return None if self.unix_socket is None else f"unix:{self.unix_socket}"
 
     @property
     def in_memory(self) -> bool:
@@ -189,6 +325,11 @@ class Settings:
                 MAX_PROMPT_CACHE_MIB,
             ),
         )
+        hosts = pick("allowed_hosts", "POWERCONTEXT_ALLOWED_HOSTS", ())
+        if isinstance(hosts, str):
+            hosts = tuple(name.strip() for name in hosts.split(",") if name.strip())
+        settings = replace(settings, allowed_hosts=_host_names(hosts))
+        settings = replace(settings, **_serving_settings(pick, home))  # type: ignore[arg-type]
         if given:
             raise ConfigError(f"unknown settings: {', '.join(sorted(given))}")
         settings.validate()

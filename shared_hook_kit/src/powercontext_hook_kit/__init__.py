@@ -62,7 +62,16 @@ _EXPORTS: dict[str, str] = {
         "scope",
     ),
     **dict.fromkeys(
-        ["HookSettings", "SettingsError", "config_file_path", "plugin_data_dir"], "settings"
+        [
+            "HookSettings",
+            "SettingsError",
+            "agent_token_file",
+            "config_file_path",
+            "plugin_data_dir",
+            "runtime_data_dir",
+            "runtime_socket_path",
+        ],
+        "settings",
     ),
     **dict.fromkeys(
         [
@@ -70,7 +79,9 @@ _EXPORTS: dict[str, str] = {
             "Endpoint",
             "HttpFailure",
             "HttpResponse",
+            "UnixEndpoint",
             "parse_loopback_url",
+            "parse_runtime_url",
             "post_json",
         ],
         "transport",

@@ -63,11 +63,12 @@ def outcome_for(result: HttpOutcome) -> Outcome:
     """Map a transport result that is *not* the expected success to the closed outcome set.
 
     401/403/404 have their own outcomes (404 means the runtime predates the endpoint); timeouts,
-    refused connections and every 5xx mean the runtime is not serving; anything else — other
+    refused connections, a socket that is not this user's (nothing was sent to it) and every
+    5xx mean the runtime is not serving; anything else — other
     statuses, redirects, oversize or malformed answers — is an invalid response.
     """
     if isinstance(result, HttpFailure):
-        if result.kind in ("timeout", "connection_failed"):
+        if result.kind in ("timeout", "connection_failed", "untrusted_socket"):
             return "server_unavailable"
         return "invalid_response"
     if result.status == 401:
@@ -202,7 +203,9 @@ def _append_rotating(path: str, line: bytes) -> None:
             os.replace(path, path + ".1")
     except FileNotFoundError:
         pass
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    # O_NONBLOCK: a FIFO put in the log's place fails the append instead of hanging the hook.
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags, 0o600)
     try:
         os.write(fd, line + b"\n")
     finally:

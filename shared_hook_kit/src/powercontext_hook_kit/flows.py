@@ -244,7 +244,7 @@ def user_prompt_submit(
         diagnostics.record("context_prepare", "skipped")
         return None
     try:
-        scope_id = resolve_scope(event.cwd, settings.scope_id)
+        scope_id = resolve_scope(event.cwd, settings.scope_id, deadline=deadline)
     except ScopeError:
         scope_id = None
     if scope_id is None:
@@ -323,7 +323,7 @@ def session_start(
         _forget(receipts, session_id)
         return None
     try:
-        scope_id = resolve_scope(event.cwd, settings.scope_id)
+        scope_id = resolve_scope(event.cwd, settings.scope_id, deadline=deadline)
     except ScopeError:
         scope_id = None
     if scope_id is None:

@@ -50,14 +50,15 @@ from .host import SESSION_START, USER_PROMPT_SUBMIT
 from .runner import HOOK_NAMES
 from .scope import ScopeError, bind, binding_path, explain_scope, find_repository, unbind
 from .settings import (
+    DEFAULT_TCP_URL,
     HookSettings,
     SettingsError,
+    agent_token_file,
     config_file_path,
     data_dir_variables,
-    runtime_token_file,
 )
 from .settings import plugin_data_dir as hook_data_dir
-from .transport import HttpFailure, exchange
+from .transport import HttpFailure, UnixEndpoint, describe_endpoint, exchange
 
 __all__ = [
     "BACKUP_SUFFIX",
@@ -86,6 +87,7 @@ __all__ = [
     "iter_hook_handlers",
     "load_json_object",
     "log_tail",
+    "mcp_url",
     "merge_hook_handlers",
     "remove_hook_handlers",
     "remove_managed_tree",
@@ -824,10 +826,19 @@ def _http_get(
 _FAILURE_REASONS = {
     "timeout": "timed out",
     "connection_failed": "connection refused or closed",
+    "untrusted_socket": "refused: not a socket owned by this user, nothing was sent",
     "oversize": "answer larger than 1 MiB",
     "redirect": "redirected",
     "malformed": "not an HTTP answer",
 }
+
+
+def _agent_token_path(env: Mapping[str, str]) -> str:
+    """``<runtime data dir>/auth/agent-token`` for messages (a placeholder if it has none)."""
+    try:
+        return agent_token_file(env)
+    except SettingsError:
+        return "<POWERCONTEXT_HOME>/auth/agent-token"
 
 
 def _token_source(settings: HookSettings, env: Mapping[str, str]) -> str:
@@ -836,19 +847,36 @@ def _token_source(settings: HookSettings, env: Mapping[str, str]) -> str:
         return "POWERCONTEXT_TOKEN"
     if settings.host == "claude-code" and env.get("CLAUDE_PLUGIN_OPTION_TOKEN", "").strip():
         return "the plugin's token option"
-    path = runtime_token_file(env)
+    path = _agent_token_path(env)
     try:
         from_file = Path(path).read_text("utf-8", errors="replace").strip()
     except OSError:
         from_file = None
     if from_file != settings.token:
         return f"[{settings.host}] in {config_file_path()}"
-    return f"the token file {path}"
+    return f"the agent token file {path}"
+
+
+def _unreachable_fix(settings: HookSettings) -> str:
+    if isinstance(settings.endpoint, UnixEndpoint):
+        return (
+            "start it with `powercontext serve` (it listens on this socket and on TCP); a runtime "
+            f"that only listens on TCP needs POWERCONTEXT_URL={DEFAULT_TCP_URL}"
+        )
+    return "start it with `powercontext serve`, or set POWERCONTEXT_URL"
+
+
+def mcp_url(settings: HookSettings) -> str:
+    """The ``/mcp`` URL for the plugins' ``.mcp.json``: the hosts' MCP clients speak HTTP over
+    TCP only, so a ``unix:`` hook URL means the runtime's default TCP listener here."""
+    base = DEFAULT_TCP_URL if isinstance(settings.endpoint, UnixEndpoint) else settings.url
+    return base.rstrip("/") + "/mcp"
 
 
 def runtime_checks(settings: HookSettings, env: Mapping[str, str]) -> list[Check]:
     """Reachable (``/health/live``), token accepted and version compatible (``/v1/capabilities``
     lists ``powercontext.prepared-context.v1``)."""
+    where = describe_endpoint(settings.endpoint)
     live = _http_get(settings, "/health/live", token=None)
     if isinstance(live, str) or live[0] != 200:
         reason = live if isinstance(live, str) else f"HTTP {live[0]}"
@@ -856,20 +884,21 @@ def runtime_checks(settings: HookSettings, env: Mapping[str, str]) -> list[Check
             Check(
                 "runtime",
                 "fail",
-                f"not reachable at {settings.url} ({reason})",
-                "start it with `powercontext serve`, or set POWERCONTEXT_URL",
+                f"not reachable over {where} ({reason})",
+                _unreachable_fix(settings),
             ),
             Check("token", "skip", "runtime not reachable"),
             Check("version", "skip", "runtime not reachable"),
         ]
-    checks = [Check("runtime", "ok", f"reachable at {settings.url}")]
+    checks = [Check("runtime", "ok", f"reachable over {where}")]
     if not settings.token:
         checks.append(
             Check(
                 "token",
                 "fail",
-                f"no token configured and {runtime_token_file(env)} does not exist",
-                "set POWERCONTEXT_TOKEN, or POWERCONTEXT_HOME to the runtime's data dir",
+                f"no token configured and {_agent_token_path(env)} does not exist",
+                "set POWERCONTEXT_TOKEN, or POWERCONTEXT_HOME to the runtime's data dir "
+                "(hooks use its agent token, never the operator's auth/token)",
             )
         )
         checks.append(Check("version", "skip", "no token"))
@@ -920,6 +949,9 @@ def scope_check(cwd: str, settings: HookSettings | None) -> Check:
     try:
         explained = explain_scope(cwd, override)
     except ScopeError as exc:
+        if "binding" not in str(exc):  # git did not answer in time (an include it cannot read)
+            fix = "check `git config --includes --get remote.origin.url` here, or `bind SCOPE_ID`"
+            return Check("scope", "fail", str(exc), fix)
         repo = find_repository(cwd)
         where = f" ({binding_path(repo)})" if repo is not None else ""
         return Check(
@@ -1333,7 +1365,7 @@ class HostIntegration(abc.ABC):
         values = {
             "version": self.version,
             "script": self.script,
-            "mcp-url": settings.url.rstrip("/") + "/mcp",
+            "mcp-url": mcp_url(settings),
             **{_HOOK_PREFIX + name: command for name, command in ctx.commands.items()},
         }
         ctx.files = render_plugin_files(
@@ -1431,7 +1463,13 @@ class HostIntegration(abc.ABC):
             fix = f"check the POWERCONTEXT_* variables and {config_file_path()}"
             checks.append(Check("settings", "fail", str(exc), fix))
         if settings is not None:
-            checks.append(Check("settings", "ok", f"runtime URL {settings.url}"))
+            checks.append(
+                Check(
+                    "settings",
+                    "ok",
+                    f"runtime URL {settings.url} ({describe_endpoint(settings.endpoint)})",
+                )
+            )
             checks.append(bootstrap_check(settings, env))
             checks.extend(runtime_checks(settings, env))
         checks.append(scope_check(ctx.cwd, settings))

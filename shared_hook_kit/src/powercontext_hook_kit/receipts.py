@@ -38,6 +38,7 @@ import msgspec
 
 from .contract import is_receipt_id
 from .digest import text_sha256
+from .files import read_regular_file
 
 __all__ = [
     "MAX_SESSIONS",
@@ -175,18 +176,13 @@ class ReceiptStore:
     def _load(self, path: str) -> tuple[dict[str, _Entry], bool]:
         """The live entries and whether the file needs rewriting (corrupt, expired, invalid).
 
-        A missing file is simply empty. Only ``OSError`` other than "missing" propagates.
+        A missing file is simply empty; one that cannot be read as a regular file of at most
+        256 KiB (unreadable, oversized, a directory or FIFO in its place — read without
+        blocking) is empty and dirty.
         """
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return {}, False
-        try:
-            raw = os.read(fd, _MAX_FILE_BYTES + 1)
-        finally:
-            os.close(fd)
-        if len(raw) > _MAX_FILE_BYTES:
-            return {}, True
+        raw = read_regular_file(path, _MAX_FILE_BYTES)
+        if raw is None:
+            return {}, os.path.lexists(path)
         try:
             document = _DECODER.decode(raw)
         except (msgspec.MsgspecError, ValueError, TypeError, RecursionError):
@@ -266,7 +262,9 @@ def _locked(directory: str) -> Iterator[None]:
         yield
         return
     fd = os.open(
-        os.path.join(directory, RECEIPTS_FILE_NAME + ".lock"), os.O_RDWR | os.O_CREAT, 0o600
+        os.path.join(directory, RECEIPTS_FILE_NAME + ".lock"),
+        os.O_RDWR | os.O_CREAT | getattr(os, "O_NONBLOCK", 0),  # a FIFO there cannot block us
+        0o600,
     )
     try:
         give_up = time.monotonic() + _LOCK_WAIT_SECONDS

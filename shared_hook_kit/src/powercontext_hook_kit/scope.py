@@ -9,6 +9,14 @@ current directory is the plugin's, never the user's project.
 The repository is found by walking up to ``.git`` and reading its ``config`` directly rather than
 spawning ``git`` (one process start costs more than the whole lookup); ``git`` is only asked
 when the config uses ``include`` directives, with a short timeout and a clean environment.
+
+The hook has a hard deadline and the project is not ours to trust, so nothing here may block:
+every file read (``.git`` pointer files, ``commondir``, ``config``, the binding file) is a
+non-blocking open checked to be a regular file before a bounded read
+(:func:`~.files.read_regular_file`) — a FIFO, socket or device in any of those places reads as
+"not there" (or, for the binding, as a corrupt binding) — the directory walk only calls
+``stat`` and checks the deadline at every level, and ``git`` gets at most half of what remains
+of it.
 """
 
 from __future__ import annotations
@@ -20,7 +28,9 @@ from typing import Literal
 import msgspec
 
 from .digest import sha256
+from .files import read_regular_file
 from .settings import SettingsError, check_scope_id
+from .transport import Deadline
 
 __all__ = [
     "BINDING_SCHEMA",
@@ -41,6 +51,8 @@ _SCOPE_MAX_CHARS = 256
 _SMALL_FILE_BYTES = 64 * 1024
 _CONFIG_MAX_BYTES = 1024 * 1024
 _GIT_TIMEOUT_SECONDS = 0.5
+#: ``git`` is not worth starting with less than this left for it.
+_GIT_MIN_SECONDS = 0.02
 
 
 class ScopeError(ValueError):
@@ -76,13 +88,19 @@ def _sha256_hex(text: str) -> str:
     return sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def _read_small(path: str, limit: int = _SMALL_FILE_BYTES) -> bytes | None:
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
-    except OSError:
-        return None
-    return data if len(data) <= limit else None
+def _read_small(
+    path: str, limit: int = _SMALL_FILE_BYTES, *, follow_symlinks: bool = True
+) -> bytes | None:
+    """A regular file's bytes (≤ ``limit``), read without blocking; ``None`` for anything else.
+
+    git's own files are followed through symlinks, as git does; only their target's type counts.
+    """
+    return read_regular_file(path, limit, follow_symlinks=follow_symlinks)
+
+
+def _check_deadline(deadline: Deadline | None) -> None:
+    if deadline is not None and deadline.expired:
+        raise ScopeError("the hook's deadline passed while resolving the scope")
 
 
 def _pointer(path: str, base: str, *, prefix: str = "") -> str | None:
@@ -101,10 +119,15 @@ def _pointer(path: str, base: str, *, prefix: str = "") -> str | None:
     return target if os.path.isdir(target) else None
 
 
-def find_repository(directory: str) -> Repository | None:
-    """Walk up from ``directory`` to the nearest checkout (``.git`` directory or file)."""
+def find_repository(directory: str, deadline: Deadline | None = None) -> Repository | None:
+    """Walk up from ``directory`` to the nearest checkout (``.git`` directory or file).
+
+    Only ``stat`` calls and non-blocking reads of regular files; with a ``deadline``, an expired
+    one raises :class:`ScopeError` at the next level instead of walking on.
+    """
     current = os.path.realpath(directory)
     while True:
+        _check_deadline(deadline)
         entry = os.path.join(current, ".git")
         git_dir: str | None = None
         if os.path.isdir(entry):
@@ -237,10 +260,27 @@ def _origin_url_from_config(text: str) -> tuple[str | None, bool]:
     return url, includes
 
 
-def _git_origin_url(repo: Repository) -> str | None:
-    """Ask ``git`` (includes resolved), bounded by a short timeout; ``None`` on any trouble."""
+def _git_timeout(deadline: Deadline | None) -> float:
+    """0.5 s, and at most half of what remains of the hook's deadline (the request after the
+    scope needs the other half)."""
+    if deadline is None:
+        return _GIT_TIMEOUT_SECONDS
+    return min(_GIT_TIMEOUT_SECONDS, deadline.remaining() / 2)
+
+
+def _git_origin_url(repo: Repository, deadline: Deadline | None = None) -> str | None:
+    """Ask ``git`` (includes resolved), bounded by :func:`_git_timeout`.
+
+    ``None`` when git is missing or fails (the directly parsed value is used then). A git that
+    does not answer in time — an include that is a FIFO, a stalled disk, a deadline already
+    mostly spent — raises :class:`ScopeError`: the scope would otherwise depend on timing, and
+    a prompt captured into the wrong scope is worse than one prompt without memory.
+    """
     import subprocess  # lazy: only for configs with include directives
 
+    timeout = _git_timeout(deadline)
+    if timeout < _GIT_MIN_SECONDS:
+        raise ScopeError("no time left to ask git for the remote")
     env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
     env["GIT_TERMINAL_PROMPT"] = "0"
     try:
@@ -257,10 +297,12 @@ def _git_origin_url(repo: Repository) -> str | None:
             ],
             stdin=subprocess.DEVNULL,
             capture_output=True,
-            timeout=_GIT_TIMEOUT_SECONDS,
+            timeout=timeout,
             env=env,
             check=False,
         )
+    except subprocess.TimeoutExpired as exc:
+        raise ScopeError("git did not answer in time") from exc
     except (OSError, subprocess.SubprocessError):
         return None
     if completed.returncode != 0:
@@ -269,13 +311,14 @@ def _git_origin_url(repo: Repository) -> str | None:
     return value or None
 
 
-def _origin_url(repo: Repository) -> str | None:
+def _origin_url(repo: Repository, deadline: Deadline | None = None) -> str | None:
+    """``remote.origin.url``; an unreadable, oversized or non-regular ``config`` has none."""
     data = _read_small(os.path.join(repo.common_dir, "config"), _CONFIG_MAX_BYTES)
     if data is None:
         return None
     url, includes = _origin_url_from_config(data.decode("utf-8", "surrogateescape"))
     if includes:
-        return _git_origin_url(repo) or url
+        return _git_origin_url(repo, deadline) or url
     return url
 
 
@@ -312,7 +355,11 @@ def normalize_remote_url(url: str) -> str | None:
 
     Credentials and ports are dropped (the same repository is reached many ways) while the
     path keeps its case (it is case-sensitive on most forges). Results that would not be a
-    valid scope id (over 256 characters, control characters) become ``git:sha256:<hex>``.
+    valid scope id (over 256 characters, control characters, invisible or bidirectional
+    formatting characters such as U+200B or U+202E, line/paragraph separators, undecodable
+    bytes) become ``git:sha256:<hex>`` of the whole would-be id: still one stable scope per
+    remote, shared by every clone, but one that cannot pass for another repository's name.
+    Such characters are never stripped — ``pay<U+200B>ments`` must not become ``payments``.
     """
     parts = _split_remote(url.strip())
     if parts is None:
@@ -347,11 +394,14 @@ def binding_path(repo: Repository) -> str:
 
 
 def _read_binding(repo: Repository) -> str | None:
+    """The bound scope, ``None`` without a binding; :class:`ScopeError` for anything present
+    that is not a valid binding — including a symlink, FIFO or other non-regular file (``bind``
+    only ever writes regular files)."""
     path = binding_path(repo)
-    if not os.path.exists(path):
-        return None
-    data = _read_small(path)
+    data = _read_small(path, follow_symlinks=False)
     if data is None:
+        if not os.path.lexists(path):
+            return None
         raise ScopeError("the workspace binding file cannot be read")
     try:
         binding = msgspec.json.decode(data, type=_Binding)
@@ -409,7 +459,9 @@ def unbind(directory: str) -> bool:
 ScopeSource = Literal["override", "binding", "remote", "local"]
 
 
-def explain_scope(cwd: str | None, override: str | None = None) -> tuple[str, ScopeSource] | None:
+def explain_scope(
+    cwd: str | None, override: str | None = None, *, deadline: Deadline | None = None
+) -> tuple[str, ScopeSource] | None:
     """:func:`resolve_scope` plus which rule produced the scope (for ``doctor`` and ``bind``)."""
     if override:
         return override, "override"
@@ -418,13 +470,14 @@ def explain_scope(cwd: str | None, override: str | None = None) -> tuple[str, Sc
     directory = os.path.realpath(cwd)
     if not os.path.isdir(directory):
         return None
-    repo = find_repository(directory)
+    repo = find_repository(directory, deadline)
     if repo is None:
         return f"local:sha256:{_sha256_hex(directory)}", "local"
+    _check_deadline(deadline)
     bound = _read_binding(repo)
     if bound is not None:
         return bound, "binding"
-    url = _origin_url(repo)
+    url = _origin_url(repo, deadline)
     if url:
         normalized = normalize_remote_url(url)
         if normalized is not None:
@@ -432,12 +485,15 @@ def explain_scope(cwd: str | None, override: str | None = None) -> tuple[str, Sc
     return f"local:sha256:{_sha256_hex(os.path.realpath(repo.root))}", "local"
 
 
-def resolve_scope(cwd: str | None, override: str | None = None) -> str | None:
+def resolve_scope(
+    cwd: str | None, override: str | None = None, *, deadline: Deadline | None = None
+) -> str | None:
     """The scope for the host-reported ``cwd``; ``None`` means unscoped (the hook skips).
 
     ``override`` is the configured ``scope_id`` (``POWERCONTEXT_SCOPE_ID`` and friends, already
     validated) and wins over everything. Raises :class:`ScopeError` for a corrupt binding
-    rather than silently falling back to another scope.
+    rather than silently falling back to another scope, and when ``deadline`` runs out (or
+    ``git`` does not answer within it) before the scope is certain.
     """
-    explained = explain_scope(cwd, override)
+    explained = explain_scope(cwd, override, deadline=deadline)
     return None if explained is None else explained[0]

@@ -7,7 +7,14 @@ only for the ``claude-code`` host) → ``<key>`` in the host's table of
 hosts export blank ``userConfig`` fields as empty strings.
 
 Anything invalid raises :class:`SettingsError`; the runner turns it into a diagnostic and fails
-open. The runtime's local token file is read only when no token is configured.
+open.
+
+Two defaults come from the runtime's data dir (``POWERCONTEXT_HOME``, else the platform user
+data dir; :func:`runtime_data_dir`): the URL is its unix socket
+``unix:<data dir>/powercontext.sock`` on POSIX (``http://127.0.0.1:7411`` on Windows), and the
+token is the runtime's *agent* token ``<data dir>/auth/agent-token`` — read only when no token
+is configured, and never the operator's ``auth/token``: a hook (and the agent it serves) may
+read, write and propose, but only a person reviews.
 """
 
 from __future__ import annotations
@@ -19,29 +26,50 @@ from typing import Any, Literal
 
 import msgspec
 
-from .transport import Endpoint, UnsafeUrl, parse_loopback_url
+from .files import read_regular_file
+from .transport import (
+    UNIX_URL_PREFIX,
+    RuntimeEndpoint,
+    UnsafeUrl,
+    parse_runtime_url,
+    unix_sockets_supported,
+)
 
 __all__ = [
+    "AGENT_TOKEN_FILE",
     "CONFIG_FILE_NAME",
-    "DEFAULT_URL",
+    "DEFAULT_TCP_URL",
+    "SOCKET_FILE_NAME",
     "HookSettings",
     "SettingsError",
+    "agent_token_file",
     "check_scope_id",
     "config_file_path",
     "data_dir_variables",
     "debug_enabled",
+    "default_url",
     "parse_bool",
     "plugin_data_dir",
-    "runtime_token_file",
+    "runtime_data_dir",
+    "runtime_socket_path",
     "user_dir",
 ]
 
-DEFAULT_URL = "http://127.0.0.1:7411"
+#: The runtime's TCP listener: the default on Windows, and for MCP clients (which speak HTTP).
+DEFAULT_TCP_URL = "http://127.0.0.1:7411"
+#: The runtime's unix socket, in its data dir (the default transport on POSIX).
+SOCKET_FILE_NAME = "powercontext.sock"
+#: The agent token under the runtime's data dir (scopes ``*``; read, write, propose — no review).
+AGENT_TOKEN_FILE = os.path.join("auth", "agent-token")
 CONFIG_FILE_NAME = "plugins.toml"
 _CONFIG_MAX_BYTES = 256 * 1024
 _TOKEN_FILE_MAX_BYTES = 64 * 1024
 _APP = "powercontext"
 _SCOPE_ID_MAX_CHARS = 256
+#: Unicode categories a scope id may not contain (the runtime's contract refuses the same):
+#: controls, invisible/bidirectional formatting (U+200B, U+202E…), line and paragraph
+#: separators, and lone surrogates.
+_REFUSED_SCOPE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -72,8 +100,12 @@ def debug_enabled(env: Mapping[str, str]) -> bool:
 def check_scope_id(value: str, name: str) -> str:
     """Scope ids are opaque and compared byte-for-byte, so refuse what the runtime would refuse.
 
-    Same rules as the runtime's contract (1..256 characters, no surrounding whitespace, no
-    control characters); refusing early gives a clear diagnostic instead of a 422.
+    Same rules as the runtime's contract: 1..256 characters, no surrounding whitespace, no
+    control characters, and none of the characters that make two different ids look alike or
+    reorder what is displayed — Unicode format characters (category Cf: zero-width space
+    U+200B, right-to-left override U+202E, …), line/paragraph separators (Zl, Zp) and lone
+    surrogates (Cs). Refusing early gives a clear diagnostic instead of a 422. ``unicodedata``
+    is only imported for ids that are not plain ASCII (ASCII has none of these but controls).
     """
     if not value or len(value) > _SCOPE_ID_MAX_CHARS:
         raise SettingsError(f"{name} must be 1..{_SCOPE_ID_MAX_CHARS} characters")
@@ -81,6 +113,14 @@ def check_scope_id(value: str, name: str) -> str:
         raise SettingsError(f"{name} must not start or end with whitespace")
     if any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in value):
         raise SettingsError(f"{name} must not contain control characters")
+    if not value.isascii():
+        import unicodedata  # lazy: ~0.3 ms, and most scope ids are ASCII
+
+        if any(unicodedata.category(ch) in _REFUSED_SCOPE_CATEGORIES for ch in value):
+            raise SettingsError(
+                f"{name} must not contain invisible or bidirectional formatting characters, "
+                "line or paragraph separators, or surrogates"
+            )
     return value
 
 
@@ -124,14 +164,56 @@ def config_file_path() -> str:
     return os.path.join(user_dir("config"), CONFIG_FILE_NAME)
 
 
-def runtime_token_file(env: Mapping[str, str]) -> str:
-    """Where the runtime keeps its local token: ``<POWERCONTEXT_HOME or user data dir>/auth/token``.
+def runtime_data_dir(env: Mapping[str, str]) -> str:
+    """The runtime's data dir: ``POWERCONTEXT_HOME`` (``~`` expanded), else the platform user
+    data dir ``…/powercontext`` — the one place both the socket and the agent token live.
 
     Mirrors the runtime's own rule without importing it (the hook kit never imports the runtime).
+    It must be absolute: a hook runs in the user's project, where a relative path would name a
+    file of the project's choosing. Raises :class:`SettingsError` otherwise.
     """
     home = env.get("POWERCONTEXT_HOME", "").strip()
-    base = os.path.expanduser(home) if home else user_dir("data")
-    return os.path.join(base, "auth", "token")
+    try:
+        base = os.path.expanduser(home) if home else user_dir("data")
+    except (RuntimeError, OSError) as exc:  # platformdirs cannot place the home directory
+        raise SettingsError("the runtime's data dir cannot be located") from exc
+    if not os.path.isabs(base):
+        raise SettingsError("the runtime's data dir (POWERCONTEXT_HOME) must be an absolute path")
+    return base
+
+
+def agent_token_file(env: Mapping[str, str]) -> str:
+    """``<runtime data dir>/auth/agent-token``: the token a hook uses when none is configured.
+
+    Never the operator's ``auth/token``, which can also review (approve Experience and Skills).
+    """
+    return os.path.join(runtime_data_dir(env), AGENT_TOKEN_FILE)
+
+
+def runtime_socket_path(env: Mapping[str, str]) -> str:
+    """``<runtime data dir>/powercontext.sock``: where the runtime's unix socket listens."""
+    return os.path.join(runtime_data_dir(env), SOCKET_FILE_NAME)
+
+
+def default_url(env: Mapping[str, str]) -> str:
+    """The runtime URL when none is configured: ``unix:<runtime data dir>/powercontext.sock`` on
+    POSIX, :data:`DEFAULT_TCP_URL` on Windows. An explicit ``http://`` URL still means TCP.
+
+    ``POWERCONTEXT_SOCKET`` — the daemon's own setting for where it puts the socket — is
+    honoured the way the runtime's client honours it, so hooks find the socket the daemon made:
+    an absolute path (``~`` expanded), or ``off`` (the daemon serves no socket: TCP).
+    """
+    configured = env.get("POWERCONTEXT_SOCKET", "").strip()
+    if configured.lower() == "off":
+        return DEFAULT_TCP_URL
+    if configured:
+        path = os.path.expanduser(configured)
+        if not os.path.isabs(path):
+            raise SettingsError("POWERCONTEXT_SOCKET must be an absolute path or off")
+        return UNIX_URL_PREFIX + path
+    if os.name == "posix" and unix_sockets_supported():
+        return UNIX_URL_PREFIX + runtime_socket_path(env)
+    return DEFAULT_TCP_URL
 
 
 def _inside(path: str, root: str) -> bool:
@@ -168,16 +250,19 @@ def plugin_data_dir(host: str, env: Mapping[str, str]) -> str:
 
 
 def _read_config_table(path: str, host: str) -> dict[str, Any]:
-    """The ``[<host>]`` table of ``plugins.toml``; a missing file is an empty table."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(_CONFIG_MAX_BYTES + 1)
-    except (FileNotFoundError, NotADirectoryError):
-        return {}
-    except OSError as exc:
-        raise SettingsError(f"{CONFIG_FILE_NAME} cannot be read") from exc
-    if len(raw) > _CONFIG_MAX_BYTES:
-        raise SettingsError(f"{CONFIG_FILE_NAME} is larger than {_CONFIG_MAX_BYTES} bytes")
+    """The ``[<host>]`` table of ``plugins.toml``; a missing file is an empty table.
+
+    Read without blocking (:func:`~.files.read_regular_file`): a FIFO or device in its place
+    is an unreadable file, not a hung hook.
+    """
+    raw = read_regular_file(path, _CONFIG_MAX_BYTES)
+    if raw is None:
+        if not os.path.exists(path):  # missing (or a dangling symlink): no config
+            return {}
+        raise SettingsError(
+            f"{CONFIG_FILE_NAME} cannot be read: it must be a readable regular file of at most "
+            f"{_CONFIG_MAX_BYTES} bytes"
+        )
     import tomllib  # lazy: most users have no config file
 
     try:
@@ -195,10 +280,9 @@ def _read_config_table(path: str, host: str) -> dict[str, Any]:
 
 
 def _read_token_file(path: str) -> str | None:
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(_TOKEN_FILE_MAX_BYTES)
-    except OSError:
+    """The token in ``path`` (a regular file, read without blocking), or ``None``."""
+    raw = read_regular_file(path, _TOKEN_FILE_MAX_BYTES)
+    if raw is None:
         return None
     value = raw.decode("utf-8", errors="replace").strip()
     return value or None
@@ -246,9 +330,10 @@ def _as_seconds(value: object, name: str) -> float:
 
 
 def _as_url(value: object, name: str) -> str:
+    """``http://`` to loopback (TCP) or ``unix:/absolute/socket/path``."""
     text = _as_str(value, name).strip()
     try:
-        parse_loopback_url(text)
+        parse_runtime_url(text)
     except UnsafeUrl as exc:
         raise SettingsError(f"{name}: {exc}") from exc
     return text
@@ -280,7 +365,7 @@ class HookSettings(msgspec.Struct, frozen=True):
 
     host: str
     url: str
-    endpoint: Endpoint
+    endpoint: RuntimeEndpoint
     token: str | None
     scope_id: str | None
     bootstrap: bool
@@ -319,19 +404,22 @@ class HookSettings(msgspec.Struct, frozen=True):
                 return convert(value, f"{key} in [{host}]")
             return default
 
-        url = pick("url", DEFAULT_URL)
+        url = pick("url", None)
+        if url is None:
+            url = default_url(env)
+        try:
+            endpoint = parse_runtime_url(url)
+        except UnsafeUrl as exc:  # only a default can get here: configured URLs are checked
+            raise SettingsError(f"the default runtime URL: {exc}") from exc
         token = pick("token", None)
         if token is None:
-            try:
-                token = _read_token_file(runtime_token_file(env))
-            except (RuntimeError, OSError) as exc:
-                raise SettingsError("the runtime token file cannot be located") from exc
+            token = _read_token_file(agent_token_file(env))
             if token is not None:
-                token = _check_token(token, "the runtime token file")
+                token = _check_token(token, "the runtime's agent token file")
         return cls(
             host=host,
             url=url,
-            endpoint=parse_loopback_url(url),
+            endpoint=endpoint,
             token=token,
             scope_id=pick("scope_id", None),
             bootstrap=pick("bootstrap", False),

@@ -7,13 +7,24 @@ on *total* elapsed time (every socket operation gets only what remains), not per
 Start-up time is most of the hook's cost, so neither httpx (an SSL context even for plain
 http, ~60 ms) nor ``http.client`` (``email`` and ``ssl`` imports, ~20 ms) is used: the kit
 speaks the little HTTP/1.1 a loopback JSON exchange needs on a plain socket. Only ``http://``
-to loopback is ever spoken, so no TLS and no proxy handling is needed: :func:`parse_loopback_url`
-refuses everything else before any request is made.
+to loopback and ``unix:`` sockets are ever spoken, so no TLS and no proxy handling is needed:
+:func:`parse_runtime_url` refuses everything else before any request is made.
+
+Whoever holds the TCP port gets the bearer token and the prompt, and any local process can
+listen on a port the runtime is not using. So the default on POSIX is the runtime's
+unix-domain socket in its data dir (spec 07, issue 15), and a socket is trusted only when it is
+one: before connecting, the file must be a socket (``lstat``: not a symlink, not a regular file)
+owned by this user, and on Linux the listening process must run as this user too
+(``SO_PEERCRED``, which also closes the window between the check and the connect). There is no
+fall-back to TCP: a missing, refused or untrusted socket is simply "runtime unavailable".
 """
 
 from __future__ import annotations
 
+import os
 import socket
+import stat
+import sys
 import time
 from typing import Literal
 
@@ -27,11 +38,16 @@ __all__ = [
     "HttpFailure",
     "HttpOutcome",
     "HttpResponse",
+    "RuntimeEndpoint",
+    "UnixEndpoint",
     "UnsafeUrl",
+    "describe_endpoint",
     "exchange",
     "is_loopback_host",
     "parse_loopback_url",
+    "parse_runtime_url",
     "post_json",
+    "unix_sockets_supported",
 ]
 
 REQUEST_TIMEOUT_SECONDS = 1.0
@@ -41,10 +57,19 @@ _USER_AGENT = "powercontext-hook-kit"
 _MAX_LINE = 64 * 1024
 _MAX_HEADERS = 100
 _FRAMING = ("content-length", "transfer-encoding")
+UNIX_URL_PREFIX = "unix:"
+#: Longest socket path ``connect`` takes directly (``sun_path`` minus its NUL: 108 on Linux,
+#: 104 on the BSDs and macOS). Longer paths are reached through the directory (Linux only).
+_SUN_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
 
 
 class UnsafeUrl(ValueError):
-    """The configured runtime URL is not plain ``http://`` to a loopback address."""
+    """The configured runtime URL is neither plain ``http://`` to a loopback address nor a
+    ``unix:`` socket path."""
+
+
+class UntrustedSocket(OSError):
+    """The socket path is not a socket owned by this user (or its listener runs as another)."""
 
 
 class Deadline:
@@ -79,6 +104,15 @@ class Endpoint(msgspec.Struct, frozen=True):
     port: int
 
 
+class UnixEndpoint(msgspec.Struct, frozen=True):
+    """The runtime's unix-domain socket: an absolute path (``unix:/…/powercontext.sock``)."""
+
+    path: str
+
+
+RuntimeEndpoint = Endpoint | UnixEndpoint
+
+
 class HttpResponse(msgspec.Struct, frozen=True):
     """A complete answer. ``body`` is read (≤ 1 MiB) only for 2xx; otherwise it is empty."""
 
@@ -86,7 +120,9 @@ class HttpResponse(msgspec.Struct, frozen=True):
     body: bytes
 
 
-FailureKind = Literal["timeout", "connection_failed", "oversize", "redirect", "malformed"]
+FailureKind = Literal[
+    "timeout", "connection_failed", "untrusted_socket", "oversize", "redirect", "malformed"
+]
 
 
 class HttpFailure(msgspec.Struct, frozen=True):
@@ -149,6 +185,40 @@ def parse_loopback_url(url: str) -> Endpoint:
     return Endpoint(host=host.lower(), port=port)
 
 
+def unix_sockets_supported() -> bool:
+    """Whether this interpreter can speak ``AF_UNIX`` (not CPython on Windows)."""
+    return hasattr(socket, "AF_UNIX")
+
+
+def parse_runtime_url(url: str) -> RuntimeEndpoint:
+    """``unix:/absolute/path`` → :class:`UnixEndpoint`; anything else → :func:`parse_loopback_url`.
+
+    The socket path is taken literally (no percent-decoding, no normalisation): it must be
+    absolute (one leading ``/``: ``unix://…`` authority forms are refused, not guessed at), name
+    a file rather than a directory, and hold no control characters.
+    """
+    text = url.strip()
+    if text[: len(UNIX_URL_PREFIX)].lower() != UNIX_URL_PREFIX:
+        return parse_loopback_url(text)
+    path = text[len(UNIX_URL_PREFIX) :]
+    if not unix_sockets_supported():
+        raise UnsafeUrl("unix: runtime URLs are not supported on this platform")
+    if not path.startswith("/") or path.startswith("//"):
+        raise UnsafeUrl("a unix: runtime URL must name an absolute path (unix:/path/to/socket)")
+    if path.endswith("/") or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+        raise UnsafeUrl("a unix: runtime URL must name a socket file, without control characters")
+    return UnixEndpoint(path)
+
+
+def describe_endpoint(endpoint: RuntimeEndpoint) -> str:
+    """Which transport an endpoint uses, for ``doctor``: ``unix socket <path>`` or
+    ``TCP <host>:<port>``."""
+    if isinstance(endpoint, UnixEndpoint):
+        return f"unix socket {endpoint.path}"
+    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
+    return f"TCP {host}:{endpoint.port}"
+
+
 def _loopback_addresses(host: str, port: int) -> list[tuple[int, tuple[str, int]]]:
     """Addresses to try, without a resolver call: ``localhost`` means 127.0.0.1 then ::1.
 
@@ -161,7 +231,71 @@ def _loopback_addresses(host: str, port: int) -> list[tuple[int, tuple[str, int]
     return [(family, (host, port))]
 
 
-def _connect(endpoint: Endpoint, stop_at: float) -> socket.socket:
+def _connect(endpoint: RuntimeEndpoint, stop_at: float) -> socket.socket:
+    if isinstance(endpoint, UnixEndpoint):
+        return _connect_unix(endpoint.path, stop_at)
+    return _connect_tcp(endpoint, stop_at)
+
+
+def _connect_unix(path: str, stop_at: float) -> socket.socket:
+    """Connect to the socket at ``path`` — only if it is a socket owned by this user.
+
+    ``lstat`` (never following a symlink) must show a socket whose owner is our effective uid:
+    a symlink, regular file or someone else's socket planted in a shared location is refused
+    before a byte is sent. On Linux the listener's own uid (``SO_PEERCRED``) must match too, so
+    swapping the file between the check and the connect gains nothing.
+
+    Paths longer than ``sun_path`` are reached through the directory: on Linux the directory is
+    opened (``O_PATH``) and ``/proc/self/fd/<fd>/<name>`` is connected to, the same way the
+    runtime binds such paths; elsewhere a too-long path fails like a missing socket.
+    """
+    directory, name = os.path.split(path)
+    dir_fd: int | None = None
+    target = path
+    try:
+        if len(os.fsencode(path)) > _SUN_PATH_MAX:
+            if not sys.platform.startswith("linux"):
+                raise OSError("the socket path is too long for AF_UNIX")
+            flags = os.O_DIRECTORY | os.O_CLOEXEC | getattr(os, "O_PATH", os.O_RDONLY)
+            dir_fd = os.open(directory, flags)
+            target = f"/proc/self/fd/{dir_fd}/{name}"
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        else:
+            info = os.lstat(path)
+        if not stat.S_ISSOCK(info.st_mode) or info.st_uid != os.geteuid():
+            raise UntrustedSocket("not a socket owned by this user")
+        remaining = stop_at - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("deadline reached while connecting")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(remaining)
+            sock.connect(target)
+            _check_peer(sock)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
+
+
+_SO_PEERCRED: int | None = (
+    getattr(socket, "SO_PEERCRED", None) if sys.platform.startswith("linux") else None
+)
+
+
+def _check_peer(sock: socket.socket) -> None:
+    """On Linux: the listening process must run as this user (``struct ucred``: pid, uid, gid)."""
+    if _SO_PEERCRED is None:
+        return
+    credentials = sock.getsockopt(socket.SOL_SOCKET, _SO_PEERCRED, 12)
+    if int.from_bytes(credentials[4:8], sys.byteorder) != os.geteuid():
+        raise UntrustedSocket("the socket's listener runs as another user")
+
+
+def _connect_tcp(endpoint: Endpoint, stop_at: float) -> socket.socket:
     last_error: OSError = ConnectionRefusedError("no loopback address to connect to")
     for family, address in _loopback_addresses(endpoint.host, endpoint.port):
         remaining = stop_at - time.monotonic()
@@ -339,10 +473,18 @@ def _read_body(reader: _Reader, headers: dict[str, str], limit: int) -> bytes | 
 
 
 def _request_bytes(
-    method: str, endpoint: Endpoint, path: str, body: bytes | None, headers: dict[str, str]
+    method: str,
+    endpoint: RuntimeEndpoint,
+    path: str,
+    body: bytes | None,
+    headers: dict[str, str],
 ) -> bytes:
-    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{endpoint.port}"]
+    if isinstance(endpoint, UnixEndpoint):
+        authority = "localhost"  # a socket has no host name; the runtime expects this one
+    else:
+        host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
+        authority = f"{host}:{endpoint.port}"
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {authority}"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
     if body is not None:
         lines.append(f"Content-Length: {len(body)}")
@@ -352,7 +494,7 @@ def _request_bytes(
 
 
 def exchange(
-    endpoint: Endpoint,
+    endpoint: RuntimeEndpoint,
     method: str,
     path: str,
     body: bytes | None,
@@ -366,10 +508,12 @@ def exchange(
     network behaviour.
 
     A few dozen lines of HTTP/1.1 instead of ``http.client``: that module drags in ``email``
-    and ``ssl`` (~20 ms of imports) for header parsing and HTTPS the hook never uses. Only what
-    a loopback JSON exchange needs is spoken: one request, ``Connection: close``, a response
-    framed by ``Content-Length``, chunked encoding or the end of the stream. Redirects are
-    reported, never followed. Non-2xx bodies are skipped unless ``read_error_bodies``.
+    and ``ssl`` (~20 ms of imports) for header parsing and HTTPS the hook never uses. The same
+    exchange runs over TCP loopback or the runtime's unix socket (``Host: localhost``), with the
+    same absolute deadline for connect, send and receive. Only what a local JSON exchange needs
+    is spoken: one request, ``Connection: close``, a response framed by ``Content-Length``,
+    chunked encoding or the end of the stream. Redirects are reported, never followed. Non-2xx
+    bodies are skipped unless ``read_error_bodies``.
     """
     if stop_at - time.monotonic() <= 0:
         return HttpFailure("timeout")
@@ -398,6 +542,8 @@ def exchange(
         return HttpFailure("timeout")
     except _Malformed:
         return HttpFailure("malformed")
+    except UntrustedSocket:
+        return HttpFailure("untrusted_socket")
     except OSError:
         return HttpFailure("connection_failed")
     finally:
@@ -406,7 +552,7 @@ def exchange(
 
 
 def post_json(
-    endpoint: Endpoint,
+    endpoint: RuntimeEndpoint,
     path: str,
     body: bytes,
     *,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ..client import PowerContextClient
-from ..client._common import default_url
+from ..client._common import default_token, default_url
 from ..contract.capabilities import AGENT_CAPABILITIES, ALL_CAPABILITIES
 from ..contract.common import check_scope_pattern
 from ..errors import PowerContextError
@@ -163,27 +163,37 @@ def _doctor(args: argparse.Namespace) -> int:
         checks.append({"check": name, "ok": ok, "detail": detail})
 
     settings = Settings.load(home=args.home, database_url=args.database_url)
+    from ..store.database import NotWritableError  # the database stack loads only here
+
     try:
-        runtime = _open(args)
+        runtime = _open(args)  # commits a test write first: refuses a database it cannot write
         try:
             runtime.ping()
             stale = runtime.stale_indexes()
         finally:
             runtime.close()
         check("database", True, f"{runtime.backend} reachable, schema ready")
+        check("writes", True, "a test write committed")
         check(
             "search_index",
             not stale,
             f"stale ({', '.join(stale)}): run `powercontext reindex`" if stale else "consistent",
         )
+    except NotWritableError as exc:
+        check("database", True, "reachable")
+        check("writes", False, exc.message)
     except PowerContextError as exc:
         check("database", False, exc.message)
-    with PowerContextClient(args.url, token=args.token) as client:
+    # The daemon and the token of *this* data dir (--data-dir), not the default one's.
+    url = args.url or default_url(home=settings.home)
+    token = args.token or default_token(home=settings.home)
+    with PowerContextClient(url, token=token) as client:
         try:
             ready = client.get_readiness()
-            check("daemon", True, f"ready at {args.url or default_url()} ({ready.database})")
+            check("daemon", True, f"ready at {client.url} ({ready.database})")
         except PowerContextError as exc:
-            check("daemon", False, f"{exc.message} — start it with `powercontext serve`")
+            where = "" if client.url in exc.message else f" ({client.url})"
+            check("daemon", False, f"{exc.message}{where} — start it with `powercontext serve`")
         else:
             try:
                 client.get_capabilities()

@@ -9,14 +9,18 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import PowerContextError
 from ..settings import ConfigError
-from . import admin, bootstrap, context, memory, review
+from . import admin, bootstrap, context, memory, review, service
 from .output import fail
 
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="machine-readable output")
-    common.add_argument("--url", help="runtime URL (default: POWERCONTEXT_URL or :7411)")
+    common.add_argument(
+        "--url",
+        help="runtime URL: http://HOST:PORT or unix:/path/to/powercontext.sock (default: "
+        "POWERCONTEXT_URL, else the data dir's unix socket; http://127.0.0.1:7411 on Windows)",
+    )
     common.add_argument("--token", help="API token (default: POWERCONTEXT_TOKEN or token file)")
     parser = argparse.ArgumentParser(
         prog="powercontext", description="PowerContext runtime and operator commands."
@@ -29,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_parsers(sub, common)
     bootstrap.add_parsers(sub, common)
     admin.add_parsers(sub, common)
+    service.add_parsers(sub, common)
     return parser
 
 
@@ -40,6 +45,12 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--port", type=int, help="port (default 7411)")
     p.add_argument("--data-dir", dest="home", help="data directory (POWERCONTEXT_HOME)")
     p.add_argument("--database-url", help="sqlite:///… or mysql+pymysql://… (OceanBase)")
+    p.add_argument(
+        "--socket",
+        metavar="PATH|off",
+        help="unix socket for local clients (default <data dir>/powercontext.sock on POSIX; "
+        "POWERCONTEXT_SOCKET); off serves TCP only",
+    )
     p.add_argument(
         "--workers",
         type=int,

@@ -1,12 +1,19 @@
 """``powercontext serve``: the daemon (uvicorn; one process, or a supervisor and N workers).
 
-With ``--workers 1`` (the default) one process serves HTTP. With more, this process binds the
-socket, keeps its own runtime for start-up checks, the local token and the background jobs
-(periodic flush, search-index compaction), and uvicorn's supervisor runs N worker processes
-that share the socket; each worker opens its own runtime from the same settings (passed
-through the environment, see :func:`_export_settings`). Every write is a database transaction
-(SQLite WAL or OceanBase), so workers need no other coordination; MCP is stateless, so any
-worker can answer any request.
+The daemon listens on TCP (``--host``/``--port``) and, on POSIX, on the unix-domain socket
+``<data dir>/powercontext.sock`` (``--socket``), which local hooks and the CLI use by default
+(:mod:`powercontext_runtime.local_socket`). Both sockets are bound here, before the runtime
+opens the database and before the ready line is printed (:mod:`..serving.listeners`), and
+every connection runs uvicorn's httptools protocol with the pre-auth limits of
+:mod:`..serving.limits`.
+
+With ``--workers 1`` (the default) one process serves HTTP. With more, this process keeps its
+own runtime for start-up checks, the local token and the background jobs (periodic flush,
+search-index compaction), and uvicorn's supervisor runs N worker processes that share both
+sockets; each worker opens its own runtime from the same settings (passed through the
+environment, see :func:`_export_settings`). Every write is a database transaction (SQLite WAL
+or OceanBase), so workers need no other coordination; MCP is stateless, so any worker can
+answer any request.
 """
 
 from __future__ import annotations
@@ -22,12 +29,16 @@ from contextlib import asynccontextmanager
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.supervisors.multiprocess import Multiprocess
 
 from ..composition import Runtime
 from ..http import create_app
 from ..logs import configure_logging
 from ..services.periodic import Periodic
+from ..serving.limits import ConnectionLimits, ServingConfig
+from ..serving.listeners import ListenError, Listeners, open_listeners, raise_file_limit
 from ..settings import Settings
+from .output import fail
 
 __all__ = ["run", "tune_garbage_collector", "worker_app"]
 
@@ -38,6 +49,8 @@ _UVICORN_OPTIONS: dict[str, object] = {
     "server_header": False,
     "timeout_graceful_shutdown": 10,
 }
+#: Connections the kernel queues per listening socket before the server accepts them.
+BACKLOG = 2048
 _YOUNG_GENERATION_THRESHOLD = 10_000  # CPython's default is 700
 # Seconds between search-index compactions (SQLite): a round with nothing to merge is one
 # short write transaction per indexed family.
@@ -51,16 +64,36 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         database_url=args.database_url,
         workers=args.workers,
+        unix_socket=getattr(args, "socket", None),
     )
     configure_logging(settings.log_level, settings.log_format)
+    nofile = raise_file_limit()
+    try:
+        listeners = open_listeners(settings.host, settings.port, settings.unix_socket, BACKLOG)
+    except ListenError as exc:
+        return fail(str(exc))
+    # Until the server installs its own handler, SIGTERM unwinds through the finally blocks
+    # (closing the runtime, removing the socket file) instead of killing the process.
+    signal.signal(signal.SIGTERM, _exit_cleanly)
+    try:
+        limits = ConnectionLimits.from_settings(
+            settings, listeners=len(listeners.sockets), nofile=nofile
+        )
+        _serve(settings, listeners, limits)
+    finally:
+        listeners.close()
+    return 0
+
+
+def _exit_cleanly(*_: object) -> None:
+    raise SystemExit(0)
+
+
+def _serve(settings: Settings, listeners: Listeners, limits: ConnectionLimits) -> None:
     runtime = Runtime.open(settings)
     try:
         runtime.ensure_local_token()
-        token_note = (
-            f"token file: {settings.token_file}" if settings.auth == "token" else "auth: none"
-        )
-        workers_note = f", {settings.workers} workers" if settings.workers > 1 else ""
-        sys.stdout.write(f"PowerContext runtime: {settings.url}  ({token_note}{workers_note})\n")
+        sys.stdout.write(_ready_line(settings, listeners))
         sys.stdout.flush()
         _log.info(
             "runtime_starting",
@@ -71,20 +104,31 @@ def run(args: argparse.Namespace) -> int:
                 "workers": settings.workers,
             },
         )
+        _log.info("connection_budget", extra={"count": limits.max_connections})
         jobs = _background_jobs(runtime, settings)
         for job in jobs:
             job.start()
         try:
             if settings.workers == 1:
-                _serve_in_process(runtime, settings)
+                _serve_in_process(runtime, listeners, limits)
             else:
-                _serve_with_workers(settings)
+                _serve_with_workers(settings, listeners, limits)
         finally:
             for job in jobs:
                 job.stop()
     finally:
         runtime.close()
-    return 0
+
+
+def _ready_line(settings: Settings, listeners: Listeners) -> str:
+    """``PowerContext runtime: <tcp url> and <unix url>  (token file …)``, printed once both
+    sockets accept connections."""
+    where = listeners.tcp_url
+    if listeners.unix_url is not None:
+        where += f" and {listeners.unix_url}"
+    token_note = f"token file: {settings.token_file}" if settings.auth == "token" else "auth: none"
+    workers_note = f", {settings.workers} workers" if settings.workers > 1 else ""
+    return f"PowerContext runtime: {where}  ({token_note}{workers_note})\n"
 
 
 def _background_jobs(runtime: Runtime, settings: Settings) -> list[Periodic]:
@@ -98,31 +142,29 @@ def _background_jobs(runtime: Runtime, settings: Settings) -> list[Periodic]:
     return jobs
 
 
-def _serve_in_process(runtime: Runtime, settings: Settings) -> None:
-    config = uvicorn.Config(
-        create_app(runtime), host=settings.host, port=settings.port, **_UVICORN_OPTIONS
-    )
+def _serve_in_process(runtime: Runtime, listeners: Listeners, limits: ConnectionLimits) -> None:
+    config = ServingConfig(create_app(runtime), limits=limits, **_UVICORN_OPTIONS)
     server = uvicorn.Server(config)
     tune_garbage_collector()
     # uvicorn re-raises a captured SIGTERM after its graceful shutdown; under the default
     # disposition that kills the process (exit -15) before the pool is closed. This handler
     # only asks the server to stop, so SIGTERM ends in a clean exit 0.
     signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
-    server.run()
+    server.run(sockets=listeners.sockets)
 
 
-def _serve_with_workers(settings: Settings) -> None:
+def _serve_with_workers(settings: Settings, listeners: Listeners, limits: ConnectionLimits) -> None:
     _export_settings(settings)
-    # uvicorn's supervisor binds the socket, starts the workers, and handles SIGINT/SIGTERM
-    # itself: it stops every worker, then returns here.
-    uvicorn.run(
+    config = ServingConfig(
         f"{__name__}:worker_app",
         factory=True,
-        host=settings.host,
-        port=settings.port,
         workers=settings.workers,
-        **_UVICORN_OPTIONS,  # type: ignore[arg-type]
+        limits=limits,
+        **_UVICORN_OPTIONS,
     )
+    # uvicorn's supervisor starts the workers, hands each both bound sockets, and handles
+    # SIGINT/SIGTERM itself: it stops every worker, then returns here.
+    Multiprocess(config, sockets=listeners.sockets).run()
 
 
 def _export_settings(settings: Settings) -> None:
@@ -137,6 +179,7 @@ def _export_settings(settings: Settings) -> None:
         POWERCONTEXT_HOST=settings.host,
         POWERCONTEXT_PORT=str(settings.port),
         POWERCONTEXT_WORKERS=str(settings.workers),
+        POWERCONTEXT_SOCKET=str(settings.unix_socket) if settings.unix_socket else "off",
     )
 
 

@@ -58,11 +58,11 @@ from ..contract.review import (
 from ..contract.system import Capabilities, Liveness, Readiness
 from ._common import (
     DEFAULT_TIMEOUT,
+    Endpoint,
     body_of,
     build,
     decode,
     default_token,
-    default_url,
     headers_for,
     unreachable,
 )
@@ -73,7 +73,8 @@ __all__ = ["AsyncPowerContextClient"]
 
 
 class AsyncPowerContextClient:
-    """Talks to one runtime; ``url`` and ``token`` default to POWERCONTEXT_URL/TOKEN."""
+    """Talks to one runtime; ``url`` and ``token`` default to POWERCONTEXT_URL/TOKEN, else
+    the local data dir's unix socket and token file (see ``_common.default_url``)."""
 
     def __init__(
         self,
@@ -83,16 +84,25 @@ class AsyncPowerContextClient:
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        self._endpoint = Endpoint(url)
+        if transport is None and self._endpoint.uds is not None:
+            transport = httpx.AsyncHTTPTransport(uds=self._endpoint.uds)
         self._http = httpx.AsyncClient(
-            base_url=url or default_url(),
+            base_url=self._endpoint.base_url,
             headers=headers_for(token if token is not None else default_token()),
             timeout=timeout,
             follow_redirects=False,
             transport=transport,  # type: ignore[arg-type]
         )
 
+    @property
+    def url(self) -> str:
+        """The runtime URL this client talks to (``http://…`` or ``unix:/…``)."""
+        return self._endpoint.url
+
     async def close(self) -> None:
         await self._http.aclose()
+        self._endpoint.close()
 
     async def __aenter__(self) -> AsyncPowerContextClient:
         return self
@@ -111,7 +121,7 @@ class AsyncPowerContextClient:
                 method, path, json=None if body is None else body_of(body)
             )
         except httpx.HTTPError as exc:
-            raise unreachable(exc) from None
+            raise unreachable(exc, self._endpoint.url) from None
         return decode(response, model)
 
     async def get_liveness(self) -> Liveness:

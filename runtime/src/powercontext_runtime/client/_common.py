@@ -1,8 +1,17 @@
-"""What both clients share: defaults, request building and envelope decoding."""
+"""What both clients share: defaults, the endpoint, request building and envelope decoding.
+
+Where a client goes by default (:func:`default_url`): ``POWERCONTEXT_URL`` when set; else, on
+POSIX, the daemon's unix socket in the data dir — the same path the daemon derives from the
+same environment (:func:`~powercontext_runtime.settings.default_unix_socket`); only where there
+are no unix sockets (Windows), ``http://127.0.0.1:7411``. A missing socket is a typed
+``runtime_unreachable`` error and never a quiet retry over TCP: whoever holds the port while
+the daemon is down would get the all-scopes token (:mod:`powercontext_runtime.local_socket`).
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -14,22 +23,83 @@ from ..errors import (
     UnavailableError,
     error_class_for_status,
 )
-from ..settings import DEFAULT_HOST, DEFAULT_PORT, default_home, read_token_file
+from ..local_socket import (
+    SocketAddress,
+    SocketPathError,
+    parse_unix_url,
+    unix_sockets_supported,
+    unix_url,
+)
+from ..settings import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    ConfigError,
+    default_home,
+    read_token_file,
+    unix_socket_for,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
 DEFAULT_TIMEOUT = 30.0
 
 
-def default_url() -> str:
-    return os.environ.get("POWERCONTEXT_URL") or f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+#: The authority sent over a unix socket (the socket has no host name; the daemon expects it).
+UNIX_BASE_URL = "http://localhost"
 
 
-def default_token() -> str | None:
-    """``POWERCONTEXT_TOKEN``, else the local token file the runtime wrote on first start."""
+def default_url(home: Path | None = None) -> str:
+    """``POWERCONTEXT_URL``, else ``unix:<data dir>/powercontext.sock`` (POSIX), else TCP.
+
+    ``home`` is the data dir to use instead of ``POWERCONTEXT_HOME``/the platform default
+    (``--data-dir``); ``POWERCONTEXT_SOCKET`` names another socket, or ``off`` for TCP.
+    """
+    explicit = os.environ.get("POWERCONTEXT_URL")
+    if explicit:
+        return explicit
+    socket_path = unix_socket_for(os.environ.get("POWERCONTEXT_SOCKET"), home or default_home())
+    if socket_path is not None:
+        return unix_url(socket_path)
+    return f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+
+
+def default_token(home: Path | None = None) -> str | None:
+    """``POWERCONTEXT_TOKEN``, else the local token file the runtime wrote on first start
+    (in ``home``, else the same data dir :func:`default_url` takes the socket from)."""
     return os.environ.get("POWERCONTEXT_TOKEN") or read_token_file(
-        default_home() / "auth" / "token"
+        (home or default_home()) / "auth" / "token"
     )
+
+
+class Endpoint:
+    """Where one client sends requests: ``url`` as given (or :func:`default_url`), the base URL
+    httpx is given, and for ``unix:`` URLs the socket address to connect to.
+
+    An over-long socket path is reached through its directory (``SocketAddress``), whose
+    descriptor stays open until :meth:`close`.
+    """
+
+    def __init__(self, url: str | None) -> None:
+        self.url = url or default_url()
+        self._socket: SocketAddress | None = None
+        try:
+            path = parse_unix_url(self.url)
+            if path is not None:
+                if not unix_sockets_supported():
+                    raise ConfigError("unix: runtime URLs need a POSIX system")
+                self._socket = SocketAddress(path, missing_ok=True)
+        except SocketPathError as exc:
+            raise ConfigError(str(exc)) from None
+        self.base_url = self.url if self._socket is None else UNIX_BASE_URL
+
+    @property
+    def uds(self) -> str | None:
+        """The address for httpx's ``uds=`` (None for TCP)."""
+        return None if self._socket is None else self._socket.address
+
+    def close(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
 
 
 def headers_for(token: str | None) -> dict[str, str]:
@@ -71,6 +141,6 @@ def error_from(response: httpx.Response) -> PowerContextError:
         return cls(f"unexpected HTTP {response.status_code} from the runtime")
 
 
-def unreachable(exc: httpx.HTTPError) -> UnavailableError:
+def unreachable(exc: httpx.HTTPError, url: str) -> UnavailableError:
     kind = "timed out" if isinstance(exc, httpx.TimeoutException) else "is not reachable"
-    return UnavailableError(f"the runtime {kind}", code="runtime_unreachable")
+    return UnavailableError(f"the runtime {kind} at {url}", code="runtime_unreachable")

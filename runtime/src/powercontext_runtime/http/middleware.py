@@ -159,6 +159,8 @@ class RequestMiddleware:
         if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
             # A chunked body has no declared length: buffer it up to the limit, then replay.
             body = await _read_bounded(receive, self._max_body)
+            if body is _DISCONNECTED:  # the client left (or its body deadline passed)
+                return
             if body is None:
                 await _reply(send, 413, "payload_too_large", "the request body is too large")
                 return
@@ -201,12 +203,17 @@ async def _reply(
     await send({"type": "http.response.body", "body": body})
 
 
+_DISCONNECTED = b"<disconnected>"  # compared by identity: no body is this object
+
+
 async def _read_bounded(receive: Receive, limit: int) -> bytes | None:
+    """The whole body; None over ``limit``; ``_DISCONNECTED`` when the client went away
+    before sending it all (a partial body is never handed to a route)."""
     body = bytearray()
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            return bytes(body)
+            return _DISCONNECTED
         body += message.get("body", b"")
         if len(body) > limit:
             return None

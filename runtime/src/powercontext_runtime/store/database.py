@@ -4,34 +4,68 @@
 upgrade to a writer mid-transaction, which SQLite cannot wait for), on OceanBase with row
 locks taken by the repositories. ``read()`` gives one consistent snapshot, which is what lets
 a search cite exactly the revision it searched.
+
+Every storage failure leaves this module as a typed :class:`UnavailableError` (503), whether
+SQLAlchemy wrapped it or the driver raised it directly (the ``BEGIN`` of the SQLite ``begin``
+hook, the prompt path's driver-cursor reads), and never with the driver's message, which can
+carry SQL and stored content. A connection that hit a fault is not used again: it and every
+connection opened before it are replaced, so a transient fault (a read-only file, an I/O
+error) ends when its cause does, without a restart (docs/decisions/storage-faults.md).
 """
 
 from __future__ import annotations
 
+import enum
 import logging
+import os
+import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Literal, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Engine,
+    Integer,
+    MetaData,
+    Table,
+    create_engine,
+    event,
+    insert,
+    text,
+    update,
+)
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.schema import CreateTable
 
 from ..errors import UnavailableError
 from . import fulltext
 from ._sqlite import sqlite_driver
-from .schema import metadata
+from .schema import add_missing_columns, metadata
 
-__all__ = ["Backend", "Database", "RetryableConflict"]
+__all__ = ["Backend", "Database", "NotWritableError", "RetryableConflict"]
 
 Backend = Literal["sqlite", "oceanbase"]
 T = TypeVar("T")
 
 _log = logging.getLogger("powercontext.store")
+
+BUSY_TIMEOUT_SECONDS = 5.0
+"""How long a request waits for SQLite's write lock, and for a pooled connection, before it is
+answered ``503`` busy. Writes hold the lock for milliseconds; a wait this long means another
+process holds it (a long ``reindex``), and the caller is better told to retry."""
+PROMPT_BUSY_TIMEOUT_SECONDS = 1.0
+"""The same for the prompt connection: it runs on the event loop, where a wait stalls every
+request, and the hook that asked gives up after 2 s anyway."""
+_MIN_FREE_BYTES = 1 << 20  # below this the disk of an SQLite file counts as full
 
 # MySQL-protocol errors worth one more attempt of an idempotent transaction: deadlock,
 # lock wait timeout, and OceanBase's "transaction needs to be retried" family.
@@ -43,6 +77,87 @@ class RetryableConflict(Exception):
 
     The transaction is rolled back and run again from the start; nothing was committed.
     """
+
+
+class NotWritableError(UnavailableError):
+    """:meth:`Database.check_writes` found that a write cannot be committed now (503)."""
+
+
+class _Fault(enum.Enum):
+    """What a storage failure means for the caller, and for the connection it happened on."""
+
+    CONFLICT = "conflict"  # a race on a first write: rolled back, nothing committed
+    TRANSIENT = "transient"  # OceanBase deadlock, lock wait or retry code: rolled back
+    BUSY = "busy"  # SQLite: the wait for another connection's lock ran out
+    READ_ONLY = "read_only"
+    CANNOT_OPEN = "cannot_open"  # SQLite: the file, or the WAL files beside it
+    FULL = "full"
+    BROKEN = "broken"  # an I/O error, a corrupt file, a server gone: anything else
+
+    @property
+    def message(self) -> str:
+        """What the caller is told: the kind of failure and what to do, nothing of the driver's."""
+        return _MESSAGES[self]
+
+
+_MESSAGES = {
+    _Fault.CONFLICT: "the write kept racing with concurrent writers; retry it",
+    _Fault.TRANSIENT: "the database is busy; retry the request",
+    _Fault.BUSY: "the database is busy; retry the request",
+    _Fault.READ_ONLY: (
+        "the database is read-only: check the permissions of its file and folder"
+        " (or the server's read-only mode)"
+    ),
+    _Fault.CANNOT_OPEN: (
+        "the database file cannot be opened: check the permissions of its folder and files"
+        " (SQLite keeps -wal and -shm files beside it) and that its disk is mounted read-write"
+    ),
+    _Fault.FULL: "the database is full: no space is left on its disk",
+    _Fault.BROKEN: "the database is unavailable",
+}
+# Failures of concurrency, not of storage: they say nothing about the connection or the file.
+_CONTENTION = {_Fault.CONFLICT, _Fault.TRANSIENT, _Fault.BUSY}
+# Faults after which the connection is replaced: what it holds of the file (opened read-only,
+# a failed I/O) may be what failed.
+_REPLACES_CONNECTION = set(_Fault) - _CONTENTION
+# Faults a write transaction may run again after, because nothing was committed; a read-only
+# refusal writes nothing, and the retry runs on a fresh connection.
+_RETRIED_WRITES = {_Fault.CONFLICT, _Fault.TRANSIENT, _Fault.READ_ONLY}
+# Faults that say writes cannot be committed now (what readiness reports).
+_WRITE_HEALTH = _REPLACES_CONNECTION | {_Fault.BUSY}
+
+_SQLITE_FAULTS = {  # by primary result code
+    3: _Fault.READ_ONLY,  # SQLITE_PERM
+    5: _Fault.BUSY,  # SQLITE_BUSY
+    6: _Fault.BUSY,  # SQLITE_LOCKED
+    8: _Fault.READ_ONLY,  # SQLITE_READONLY, and the file moved, cannot lock, recovery…
+    13: _Fault.FULL,  # SQLITE_FULL
+    14: _Fault.CANNOT_OPEN,  # SQLITE_CANTOPEN
+}
+_MYSQL_FAULTS = {
+    **dict.fromkeys(_TRANSIENT_MYSQL_CODES, _Fault.TRANSIENT),
+    **dict.fromkeys((1290, 1792, 1836), _Fault.READ_ONLY),  # --read-only, read-only txn/mode
+    **dict.fromkeys((1021, 1114), _Fault.FULL),  # disk full, table full
+}
+
+# One row that the write check rewrites; created by the check itself (``IF NOT EXISTS``), so it
+# works before :meth:`Database.create_schema` and needs nothing from the schema module.
+_health = Table(
+    "storage_health",
+    MetaData(),
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("checked_at", BigInteger, nullable=False),
+)
+_GENERATION = "powercontext_fault_generation"
+
+
+class _StorageError(Exception):
+    """A classified storage failure on its way to this module's boundary (never leaves it)."""
+
+    def __init__(self, fault: _Fault, error_type: str) -> None:
+        super().__init__(fault.name)
+        self.fault = fault
+        self.error_type = error_type
 
 
 class Database:
@@ -78,18 +193,34 @@ class Database:
         self._open_read: ContextVar[Connection | None] = ContextVar(
             f"powercontext_read_{id(self)}", default=None
         )
+        # The driver's own exception classes: the ``begin`` hook and driver-cursor reads raise
+        # them unwrapped, and they must be classified like SQLAlchemy's.
+        self._dbapi = self.engine.dialect.loaded_dbapi
+        self._storage_errors: tuple[type[Exception], ...] = (DBAPIError, self._dbapi.Error)
+        # An in-memory database lives in its one connection: replacing it would lose the data.
+        self._replaces_connections = self.backend == "oceanbase" or _sqlite_file(url)
+        self._fault_generation = 0
+        if self._replaces_connections:
+            for engine in {self.engine, self._read_engine, self._prompt_engine}:
+                self._replace_stale_connections(engine)
+        # (monotonic time, failure message or None) of the last write check or real write.
+        self._last_write: tuple[float, str | None] | None = None
+        self._checking = threading.Lock()  # one write check at a time
+        self._health_table_ready = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def create_schema(self) -> None:
         """Create tables and derived indexes idempotently."""
-        with self.engine.begin() as conn:
+        with self._guard(), self._connect(self.engine) as conn, conn.begin():
             metadata.create_all(conn)
+            for column in add_missing_columns(conn):
+                _log.info("schema_column_added", extra={"operation": column})
             self.fulltext.create(conn)
 
     def check_server(self) -> None:
         """Refuse to run on a server that is not what the URL promises."""
-        with self._guard(), self.engine.connect() as conn:
+        with self._guard(), self._connect(self.engine) as conn:
             if self.backend == "sqlite":
                 options = {row[0] for row in conn.exec_driver_sql("PRAGMA compile_options")}
                 if "ENABLE_FTS5" not in options:
@@ -102,12 +233,52 @@ class Database:
                 "PowerContext needs its FULLTEXT space parser"
             )
 
+    def check_writes(self, *, max_age: float = 0.0) -> None:
+        """Raise :class:`NotWritableError` unless a write can be committed now.
+
+        Reads can work while writes fail (a read-only file, folder or server, a full disk, a
+        lock held elsewhere), so this commits a real write: it rewrites one row of a table of
+        its own. On an SQLite file it also wants 1 MiB free on the disk, because a small write
+        that fits in pages SQLite already has (or in a WAL it is reusing) does not notice a
+        full disk.
+
+        With ``max_age`` (readiness polls), the outcome of the last check or real write, when
+        at most that old, answers instead, and a caller that finds a check running (it may
+        wait up to the busy timeout) gets the last outcome rather than a second wait beside
+        it: a poll loop adds at most one small write a second and one waiting connection.
+        """
+        if self._known_write_outcome(max_age) is None and self._checking.acquire(
+            blocking=max_age <= 0
+        ):
+            try:
+                if self._known_write_outcome(max_age) is None:
+                    self._check_writes_now()
+            finally:
+                self._checking.release()
+        if self._last_write is None:
+            raise NotWritableError("the first write check has not finished; retry")
+        failure = self._last_write[1]
+        if failure is not None:
+            raise NotWritableError(f"a write failed: {failure}")
+
+    def _known_write_outcome(self, max_age: float) -> tuple[float, str | None] | None:
+        last = self._last_write
+        return last if last is not None and time.monotonic() - last[0] <= max_age else None
+
+    def _check_writes_now(self) -> None:
+        try:
+            self.write(self._write_check)
+        except UnavailableError as exc:
+            self._last_write = (time.monotonic(), exc.message)
+        else:
+            self._health_table_ready = True
+
     def dispose(self) -> None:
         for engine in {self.engine, self._read_engine, self._prompt_engine}:
             engine.dispose()
 
     def ping(self) -> None:
-        with self._guard(), self.engine.connect() as conn:
+        with self._guard(), self._connect(self.engine) as conn:
             conn.execute(text("SELECT 1"))
 
     def compact_search_index(self, max_steps: int = 200) -> int:
@@ -155,7 +326,7 @@ class Database:
         if current is not None:
             yield current
             return
-        with self._guard(), engine.connect() as conn, conn.begin():
+        with self._guard(), self._connect(engine) as conn, conn.begin():
             token = self._open_read.set(conn)
             try:
                 yield conn
@@ -163,55 +334,131 @@ class Database:
                 self._open_read.reset(token)
 
     def write(self, work: Callable[[Connection], T], *, attempts: int = 3) -> T:
-        """Run ``work`` in one write transaction, retrying only races that committed nothing."""
+        """Run ``work`` in one write transaction, retrying only failures that committed
+        nothing: a race on a first write, a deadlock or lock timeout, and a connection that
+        turned out read-only (the retry runs on a fresh one, see :meth:`_connect`)."""
         for attempt in range(1, attempts + 1):
             try:
-                with self._guard(), self.engine.connect() as conn:
+                with self._connect(self.engine) as conn:
                     if self.backend == "sqlite":
                         conn = conn.execution_options(powercontext_begin="IMMEDIATE")
                     with conn.begin():
-                        return work(conn)
+                        result = work(conn)
             except RetryableConflict:
-                if attempt == attempts:
-                    raise UnavailableError(
-                        "the write kept racing with concurrent writers; retry it"
-                    ) from None
-            except _Transient:
-                if attempt == attempts:
-                    raise UnavailableError("the database is busy; retry the request") from None
+                failure = _StorageError(_Fault.CONFLICT, RetryableConflict.__name__)
+            except _StorageError as exc:
+                failure = exc
+            else:
+                self._last_write = (time.monotonic(), None)
+                return result
+            if failure.fault not in _RETRIED_WRITES or attempt == attempts:
+                if failure.fault in _WRITE_HEALTH:
+                    self._last_write = (time.monotonic(), failure.fault.message)
+                raise _unavailable(failure) from None
         raise AssertionError("unreachable")
+
+    # -- storage faults --------------------------------------------------------------------
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
-        """Turn driver-level failures into typed errors without leaking SQL or parameters."""
+        """The boundary of the read paths: a classified storage failure leaves as a 503."""
         try:
             yield
-        except IntegrityError as exc:
-            # Repositories map the integrity errors they expect; one reaching here is a race
-            # on a first write, which is safe to retry because nothing was committed.
-            raise RetryableConflict() from exc
-        except OperationalError as exc:
-            if self.backend == "oceanbase" and _mysql_code(exc) in _TRANSIENT_MYSQL_CODES:
-                raise _Transient() from exc
-            if self.backend == "sqlite" and "locked" in str(exc.orig).lower():
-                raise UnavailableError("the database is busy; retry the request") from None
-            _log.warning("database_error", extra={"error_type": type(exc.orig).__name__})
-            raise UnavailableError("the database is unavailable") from None
-        except DBAPIError as exc:
-            _log.warning("database_error", extra={"error_type": type(exc.orig).__name__})
-            raise UnavailableError("the database is unavailable") from None
+        except _StorageError as exc:
+            raise _unavailable(exc) from None
+
+    @contextmanager
+    def _connect(self, engine: Engine) -> Iterator[Connection]:
+        """A pooled connection whose storage failures come out as :class:`_StorageError`.
+
+        Driver exceptions are caught as well as SQLAlchemy's: the ``begin`` hook and the
+        driver-cursor reads raise them unwrapped. A connection that hit a fault is closed, not
+        returned to the pool, and every connection opened before it is replaced at its next
+        checkout: the same cause (the file was read-only when they opened it) fails them too.
+        """
+        try:
+            with engine.connect() as conn:
+                try:
+                    yield conn
+                except Exception as exc:
+                    fault = self._fault_of(exc)
+                    if fault in _REPLACES_CONNECTION and self._replaces_connections:
+                        self._fault_generation += 1
+                        conn.invalidate()
+                    raise
         except PoolTimeout:
             # Every pooled connection stayed busy past the pool's timeout: overload, not a bug.
-            _log.warning("database_error", extra={"error_type": "PoolTimeout"})
-            raise UnavailableError("the database is busy; retry the request") from None
+            raise _StorageError(_Fault.BUSY, "PoolTimeout") from None
+        except self._storage_errors as exc:
+            orig = exc.orig if isinstance(exc, DBAPIError) else exc
+            raise _StorageError(self._fault_of(exc) or _Fault.BROKEN, type(orig).__name__) from None
+
+    def _fault_of(self, exc: BaseException) -> _Fault | None:
+        """What a storage exception means (``None`` for one that is not a storage failure).
+
+        Decided by result code, never by parsing the message."""
+        if not isinstance(exc, self._storage_errors):
+            return None
+        orig = exc.orig if isinstance(exc, DBAPIError) else exc
+        if isinstance(orig, self._dbapi.IntegrityError):
+            # Repositories map the integrity errors they expect; one reaching here is a race
+            # on a first write, which is safe to retry because nothing was committed.
+            return _Fault.CONFLICT
+        if self.backend == "sqlite":
+            code = getattr(orig, "sqlite_errorcode", None)
+            return _SQLITE_FAULTS.get(code & 0xFF, _Fault.BROKEN) if code else _Fault.BROKEN
+        return _MYSQL_FAULTS.get(_mysql_code(orig), _Fault.BROKEN)
+
+    def _replace_stale_connections(self, engine: Engine) -> None:
+        """Stamp each connection with the fault generation it was opened in; at checkout, one
+        older than the latest fault is replaced by a new connection (the pool reconnects when
+        a checkout listener raises ``DisconnectionError``) instead of failing again."""
+
+        @event.listens_for(engine, "connect")
+        def _stamp(_dbapi_connection, record) -> None:  # type: ignore[no-untyped-def]
+            record.info[_GENERATION] = self._fault_generation
+
+        @event.listens_for(engine, "checkout")
+        def _check(_dbapi_connection, record, _proxy) -> None:  # type: ignore[no-untyped-def]
+            if record.info.get(_GENERATION) != self._fault_generation:
+                raise DisconnectionError()
+
+    def _write_check(self, conn: Connection) -> None:
+        """The work of :meth:`check_writes`: free space (SQLite), then one committed write."""
+        if self.backend == "sqlite":
+            _check_free_space(conn)
+        if not self._health_table_ready:
+            conn.execute(CreateTable(_health, if_not_exists=True))
+        now = now_ms()
+        touched = conn.execute(update(_health).where(_health.c.id == 1).values(checked_at=now))
+        if not touched.rowcount:
+            # A concurrent first check's insert raises IntegrityError; write() retries.
+            conn.execute(insert(_health).values(id=1, checked_at=now))
 
 
-class _Transient(Exception):
-    """A deadlock or lock timeout: the transaction was rolled back and may be retried."""
+def _unavailable(failure: _StorageError) -> UnavailableError:
+    """The caller's typed error, logged by exception type only: a driver's message can carry
+    SQL and stored content."""
+    _log.warning("database_error", extra={"error_type": failure.error_type})
+    return UnavailableError(failure.fault.message)
 
 
-def _mysql_code(exc: DBAPIError) -> int | None:
-    args = getattr(exc.orig, "args", ())
+def _check_free_space(conn: Connection) -> None:
+    """Refuse a write check when the SQLite file's disk has (next to) no space left."""
+    files = {row[1]: row[2] for row in conn.exec_driver_sql("PRAGMA database_list")}
+    path = files.get("main")  # "" for an in-memory database
+    if not path:
+        return
+    try:
+        free = shutil.disk_usage(os.path.dirname(path)).free
+    except OSError as exc:
+        raise _StorageError(_Fault.BROKEN, type(exc).__name__) from None
+    if free < _MIN_FREE_BYTES:
+        raise _StorageError(_Fault.FULL, "DiskFull")
+
+
+def _mysql_code(exc: BaseException) -> int | None:
+    args = getattr(exc, "args", ())
     return args[0] if args and isinstance(args[0], int) else None
 
 
@@ -222,6 +469,7 @@ def _mysql_engine(url: str, isolation_level: str, *, echo: bool) -> Engine:
         pool_pre_ping=True,
         pool_size=8,
         max_overflow=8,
+        pool_timeout=BUSY_TIMEOUT_SECONDS,
         pool_recycle=3600,
         isolation_level=isolation_level,
         # Every use ends its own transaction (``with conn.begin()``; a Connection that closes
@@ -240,7 +488,11 @@ def _sqlite_engine(
     """The SQLite engine; with ``prompt_reader``, the prompt path's own (see
     :meth:`Database.prompt_read`)."""
     in_memory = not _sqlite_file(url)
-    kwargs: dict[str, object] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
+    # The driver's ``timeout`` is SQLite's busy timeout: how long a statement waits for a lock.
+    busy_timeout = PROMPT_BUSY_TIMEOUT_SECONDS if prompt_reader else BUSY_TIMEOUT_SECONDS
+    kwargs: dict[str, object] = {
+        "connect_args": {"check_same_thread": False, "timeout": busy_timeout}
+    }
     if in_memory:
         # One shared connection, or each pooled connection would see its own empty database.
         kwargs["poolclass"] = StaticPool
@@ -248,7 +500,9 @@ def _sqlite_engine(
         # Every use ends its own transaction (``with conn.begin()``; a Connection that closes
         # inside one rolls it back), so the pool's extra ROLLBACK on return is a wasted call.
         # Most recently used first, so the connection that just served keeps its warm cache.
-        kwargs.update(pool_reset_on_return=None, pool_use_lifo=True)
+        kwargs.update(
+            pool_reset_on_return=None, pool_use_lifo=True, pool_timeout=BUSY_TIMEOUT_SECONDS
+        )
         if prompt_reader:
             # Prompts are prepared one at a time on the event loop, so one connection (and one
             # warm cache) serves them all; a concurrent caller (a test, an embedding program)
@@ -265,7 +519,6 @@ def _sqlite_engine(
             cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA busy_timeout=30000")
         if prompt_reader:
             cursor.execute("PRAGMA query_only=ON")
         if cache_kib is not None:
@@ -276,7 +529,8 @@ def _sqlite_engine(
     def _on_begin(conn: Connection) -> None:
         mode = conn.get_execution_options().get("powercontext_begin", "DEFERRED")
         # On the driver: SQLAlchemy's statement machinery costs more than the BEGIN itself,
-        # and every prompt pays for one.
+        # and every prompt pays for one. Its errors are the driver's own, unwrapped;
+        # ``Database._connect`` classifies them (a busy ``BEGIN IMMEDIATE`` is a 503).
         sqlite_driver(conn).execute(f"BEGIN {mode}")
 
     return engine

@@ -1,0 +1,232 @@
+"""The local transport and the pre-auth limits, in process: settings, defaults, socket binding,
+long paths and the connection budget's eviction order (issue 15, items 5 and 6)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from powercontext_runtime.client._common import Endpoint, default_token, default_url
+from powercontext_runtime.local_socket import SocketAddress, max_address_bytes, parse_unix_url
+from powercontext_runtime.serving.limits import ConnectionLimits, _Budget, connection_budget
+from powercontext_runtime.serving.listeners import (
+    FD_RESERVE,
+    ListenError,
+    open_listeners,
+    raise_file_limit,
+)
+from powercontext_runtime.settings import ConfigError, Settings, default_unix_socket
+
+unix_only = pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="needs unix sockets")
+
+
+@unix_only
+def test_the_socket_defaults_to_the_data_dir_and_can_be_moved_or_turned_off(
+    tmp_path: Path,
+) -> None:
+    base = {"POWERCONTEXT_HOME": str(tmp_path)}
+    settings = Settings.load(env=base)
+    assert settings.unix_socket == tmp_path / "powercontext.sock"
+    assert settings.unix_url == f"unix:{tmp_path / 'powercontext.sock'}"
+    assert Settings.load(env={**base, "POWERCONTEXT_SOCKET": "off"}).unix_socket is None
+    assert Settings.load(env=base, unix_socket="OFF").unix_socket is None
+    moved = Settings.load(env={**base, "POWERCONTEXT_SOCKET": str(tmp_path / "x.sock")})
+    assert moved.unix_socket == tmp_path / "x.sock"
+    assert Settings.load(env=base, unix_socket="rel.sock").unix_socket == Path.cwd() / "rel.sock"
+    assert default_unix_socket(base) == tmp_path / "powercontext.sock"
+
+
+def test_limit_settings_have_defaults_and_environment_names(tmp_path: Path) -> None:
+    base = {"POWERCONTEXT_HOME": str(tmp_path)}
+    settings = Settings.load(env=base)
+    assert (settings.max_header_bytes, settings.header_timeout, settings.body_timeout) == (
+        65536,
+        10.0,
+        30.0,
+    )
+    assert (settings.max_connections, settings.max_pending_connections) == (1024, 128)
+    tuned = Settings.load(
+        env={
+            **base,
+            "POWERCONTEXT_MAX_HEADER_BYTES": "8192",
+            "POWERCONTEXT_HEADER_TIMEOUT": "2.5",
+            "POWERCONTEXT_BODY_TIMEOUT": "5",
+            "POWERCONTEXT_MAX_CONNECTIONS": "64",
+            "POWERCONTEXT_MAX_PENDING_CONNECTIONS": "16",
+        }
+    )
+    assert (tuned.max_header_bytes, tuned.header_timeout, tuned.body_timeout) == (8192, 2.5, 5.0)
+    assert (tuned.max_connections, tuned.max_pending_connections) == (64, 16)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"POWERCONTEXT_SOCKET": ""},
+        {"POWERCONTEXT_SOCKET": "  "},
+        {"POWERCONTEXT_MAX_HEADER_BYTES": "100"},
+        {"POWERCONTEXT_MAX_HEADER_BYTES": "64k"},
+        {"POWERCONTEXT_HEADER_TIMEOUT": "0"},
+        {"POWERCONTEXT_BODY_TIMEOUT": "-1"},
+        {"POWERCONTEXT_MAX_CONNECTIONS": "8"},
+        {"POWERCONTEXT_MAX_PENDING_CONNECTIONS": "0"},
+    ],
+)
+def test_bad_transport_settings_are_errors(tmp_path: Path, env: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        Settings.load(env={"POWERCONTEXT_HOME": str(tmp_path), **env})
+
+
+@unix_only
+def test_clients_default_to_the_socket_and_never_to_tcp_unless_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [k for k in os.environ if k.startswith("POWERCONTEXT_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("POWERCONTEXT_HOME", str(tmp_path))
+    assert default_url() == f"unix:{tmp_path / 'powercontext.sock'}"
+    other = tmp_path / "other"
+    assert default_url(home=other) == f"unix:{other / 'powercontext.sock'}"
+    (tmp_path / "other" / "auth").mkdir(parents=True)
+    (tmp_path / "other" / "auth" / "token").write_text("pc_other\n")
+    assert default_token(home=tmp_path / "other") == "pc_other"
+    monkeypatch.setenv("POWERCONTEXT_SOCKET", "off")
+    assert default_url() == "http://127.0.0.1:7411"
+    monkeypatch.setenv("POWERCONTEXT_URL", "http://127.0.0.1:9999")
+    assert default_url() == "http://127.0.0.1:9999"
+
+
+@unix_only
+def test_a_unix_url_becomes_a_socket_transport_with_host_localhost(tmp_path: Path) -> None:
+    endpoint = Endpoint(f"unix:{tmp_path / 'powercontext.sock'}")
+    assert endpoint.base_url == "http://localhost"
+    assert endpoint.uds == str(tmp_path / "powercontext.sock")
+    endpoint.close()
+    plain = Endpoint("http://127.0.0.1:7411")
+    assert (plain.base_url, plain.uds) == ("http://127.0.0.1:7411", None)
+    for bad in ("unix:relative.sock", "unix://host/path", "unix:"):
+        with pytest.raises(ConfigError):
+            Endpoint(bad)
+    assert parse_unix_url("http://x") is None
+
+
+@unix_only
+def test_long_socket_paths_go_through_the_directory(tmp_path: Path) -> None:
+    directory = tmp_path / ("d" * 80) / ("e" * 40)
+    directory.mkdir(parents=True)
+    path = directory / "powercontext.sock"
+    assert len(os.fsencode(path)) > max_address_bytes()
+    if not sys.platform.startswith("linux"):
+        with pytest.raises(ValueError):
+            SocketAddress(path)
+        return
+    with SocketAddress(path) as address, socket.socket(socket.AF_UNIX) as server:
+        assert address.address.startswith("/proc/self/fd/")
+        server.bind(address.address)
+        server.listen(1)
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(address.address)
+    assert stat.S_ISSOCK(os.lstat(path).st_mode)
+    missing = SocketAddress(tmp_path / ("m" * 120) / "powercontext.sock", missing_ok=True)
+    assert missing.address == str(tmp_path / ("m" * 120) / "powercontext.sock")
+
+
+@unix_only
+def test_listeners_bind_a_private_socket_replace_stale_ones_and_refuse_live_ones(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "home" / "powercontext.sock"
+    first = open_listeners("127.0.0.1", 0, path, 16)
+    try:
+        info = os.lstat(path)
+        assert stat.S_ISSOCK(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+        assert first.unix_url == f"unix:{path}"
+        with pytest.raises(ListenError, match="already listening"):
+            open_listeners("127.0.0.1", 0, path, 16)
+        with pytest.raises(ListenError, match="already in use"):
+            open_listeners("127.0.0.1", first.tcp.getsockname()[1], None, 16)
+    finally:
+        first.close()
+    assert not path.exists()
+
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(path))
+    stale.close()  # the file stays: a crashed daemon's leftover
+    second = open_listeners("127.0.0.1", 0, path, 16)
+    second.close()
+
+    path.write_text("not a socket")
+    with pytest.raises(ListenError, match="not a socket"):
+        open_listeners("127.0.0.1", 0, path, 16)
+    assert path.read_text() == "not a socket"
+
+
+def test_the_connection_budget_stays_inside_the_descriptor_limit() -> None:
+    assert connection_budget(1024, 2, None) == 1024
+    assert connection_budget(1024, 2, 256) == (256 - FD_RESERVE) // 2
+    assert connection_budget(1024, 1, 1_000_000) == 1024
+    assert connection_budget(1024, 2, 100) == 8  # never below a usable minimum
+    soft = raise_file_limit()
+    if soft is not None:
+        import resource
+
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == soft
+
+
+class _Connection:
+    """Stands in for a protocol in the budget: eviction closes it (releases it)."""
+
+    def __init__(self, budget: _Budget, name: str) -> None:
+        self.budget, self.name, self.evicted = budget, name, ""
+
+    def evict(self, code: str) -> None:
+        self.evicted = code
+        self.budget.release(self)  # type: ignore[arg-type]
+
+
+def _limits(max_connections: int, max_pending: int) -> ConnectionLimits:
+    return ConnectionLimits(
+        max_head_bytes=65536,
+        head_timeout=10,
+        body_timeout=30,
+        max_connections=max_connections,
+        max_pending=max_pending,
+    )
+
+
+def test_at_capacity_the_oldest_waiting_connection_that_spoke_goes_first() -> None:
+    budget = _Budget(_limits(max_connections=3, max_pending=100))
+    silent, talker, busy = (_Connection(budget, n) for n in ("silent", "talker", "busy"))
+    for n, connection in enumerate((silent, talker, busy)):
+        assert budget.admit(connection, float(n))  # type: ignore[arg-type]
+    budget.heard_from(talker)  # type: ignore[arg-type]
+    budget.mark_busy(busy)  # type: ignore[arg-type]
+    newcomer = _Connection(budget, "new")
+    assert budget.admit(newcomer, 3.0)  # type: ignore[arg-type]
+    assert talker.evicted == "evicted_at_capacity" and not silent.evicted
+    another = _Connection(budget, "another")
+    assert budget.admit(another, 4.0)  # type: ignore[arg-type]
+    assert silent.evicted  # then the oldest silent one; the busy one never
+    budget.mark_busy(newcomer)  # type: ignore[arg-type]
+    budget.mark_busy(another)  # type: ignore[arg-type]
+    refused = _Connection(budget, "refused")
+    assert not budget.admit(refused, 5.0)  # type: ignore[arg-type]
+    assert not busy.evicted and refused not in budget.open
+
+
+def test_too_many_waiting_connections_shed_the_old_ones_after_a_grace() -> None:
+    budget = _Budget(_limits(max_connections=100, max_pending=2))
+    first, second, third = (_Connection(budget, n) for n in "abc")
+    assert budget.admit(first, 0.0)  # type: ignore[arg-type]
+    assert budget.admit(second, 0.1)  # type: ignore[arg-type]
+    assert budget.admit(third, 0.2)  # type: ignore[arg-type]
+    assert not first.evicted  # a burst is accepted: nobody has waited a second yet
+    fourth = _Connection(budget, "d")
+    assert budget.admit(fourth, 5.0)  # type: ignore[arg-type]
+    assert first.evicted == second.evicted == "evicted_waiting" and not third.evicted
