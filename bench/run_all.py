@@ -203,7 +203,12 @@ def run_sqlite_steps(plan: Plan) -> list[StepResult]:
         hook = not_run("hook_latency", "hook_latency.py", plan.common,
                        f"could not build the plugin venv: {exc}", "failed")  # fmt: skip
     else:
-        hook = run_step("hook_latency", "hook_latency.py", [*plan.common, "--python", python])
+        # Both transports in the same rounds: the socket (what hooks use) and TCP for comparison.
+        hook = run_step(
+            "hook_latency",
+            "hook_latency.py",
+            [*plan.common, "--python", python, "--transport", "both"],
+        )
     results += [
         hook,
         run_step("bootstrap_latency", "bootstrap_latency.py", plan.common),

@@ -23,10 +23,23 @@ from tests.support.backends import (  # noqa: F401  (re-exported fixture)
     oceanbase_server_url,
 )
 from tests.support.daemon import Daemon, start_daemon
+from tests.support.user_dirs import isolate, snapshot
+
+_ISOLATION = isolate()  # before any test module is imported: subprocesses inherit it
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     mark_backend_items(items)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _real_user_dirs_stay_untouched() -> Iterator[None]:
+    """Fails the session if anything wrote to the real user's PowerContext, Codex or Claude
+    directories (tests/support/user_dirs.py)."""
+    yield
+    _root, real, before = _ISOLATION
+    changed = sorted(set(snapshot(real).items()) ^ set(before.items()))
+    assert not changed, f"tests wrote to the real user's directories: {changed[:5]}"
 
 
 @pytest.fixture(params=BACKENDS)

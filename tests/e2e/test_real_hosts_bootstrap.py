@@ -132,10 +132,11 @@ def test_bootstrap_on_delivers_the_pack_once_and_recall_leaves_it_out(
     # The receipt the hook claimed (read before anything else touches the scope).
     [(receipt_id, state, integration, lifecycle)] = _receipts(module_daemon, user.scope)
     assert (state, integration, lifecycle) == ("injected", host, "startup")
-    second = module_daemon.client().post(
-        RECEIPTS,
-        json={"scope_id": user.scope, "receipt_id": receipt_id, "state": "injected"},
-    )
+    claim = {"scope_id": user.scope, "receipt_id": receipt_id, "state": "injected"}
+    # The host's hook used the agent token it found in the data dir: the receipt is that
+    # token's, invisible to the operator's, and a second claim with it is a conflict.
+    assert_envelope(module_daemon.client().post(RECEIPTS, json=claim), 404, "receipt_not_found")
+    second = module_daemon.client(module_daemon.agent_token).post(RECEIPTS, json=claim)
     error = assert_envelope(second, 409, "receipt_conflict")
     assert error["details"] == {"state": "injected"}
 

@@ -96,7 +96,7 @@ class Daemon:
         return self.process.wait(timeout=30)
 
 
-def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 30) -> None:
+def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 180) -> None:
     """Poll readiness (bounded): the daemon is usable once /health/ready answers 200."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
