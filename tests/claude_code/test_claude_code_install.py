@@ -6,13 +6,18 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from typing import Any
 
 import pytest
 
 from tests.claude_code.conftest import MODULE, PLUGIN_ID, ClaudeSandbox, our_handlers
 from tests.support.daemon import Daemon
 from tests.support.hosts import HostCLIs
-from tests.support.plugin_sandbox import assert_installed_hook_injects_the_pack, write_json
+from tests.support.plugin_sandbox import (
+    assert_install_cycles_leave_no_trace,
+    assert_installed_hook_injects_the_pack,
+    write_json,
+)
 
 OTHER_SETTINGS = {
     "model": "opus",
@@ -81,6 +86,25 @@ def test_without_claude_on_path_install_merges_and_says_why(sandbox: ClaudeSandb
     assert our_handlers(sandbox.settings()) and our_handlers(sandbox.settings(), "SessionStart")
     sandbox.run_json("uninstall")
     assert not sandbox.settings_file.exists()  # we created it, we remove it
+    assert not sandbox.config_dir.exists()  # and the ~/.claude folder it needed
+
+
+@pytest.mark.parametrize("settings", ["no ~/.claude", "the user's own"])
+def test_install_uninstall_cycles_leave_the_home_exactly_as_it_was(
+    sandbox: ClaudeSandbox, settings: str
+) -> None:
+    """Item 6 of issue 16: after uninstall the home is byte-identical to before the first
+    install (no settings.json it never had, no backups, no ledger, no empty folders, the same
+    modes), however many times the user installs and uninstalls."""
+    if settings != "no ~/.claude":
+        write_json(sandbox.settings_file, OTHER_SETTINGS)  # compact: a rewrite would show
+        os.chmod(sandbox.settings_file, 0o644)
+
+    def merged(report: dict[str, Any]) -> None:
+        assert report["mode"] == "hooks" and report["changed"] is True, report
+        assert our_handlers(sandbox.settings()) and our_handlers(sandbox.settings(), "SessionStart")
+
+    assert_install_cycles_leave_no_trace(sandbox, "--no-host-cli", installed=merged)
 
 
 @pytest.mark.parametrize("transport", ["tcp", "unix"])
@@ -149,12 +173,11 @@ def test_install_with_claude_registers_the_plugin(live: ClaudeSandbox, host_clis
     assert len(live.backups(live.settings_file)) == 1
 
     removed = live.run_json("uninstall")
-    assert [c["action"] for c in removed["changes"]] == ["backup", "ran", "ran", "removed"]
+    assert [c["action"] for c in removed["changes"]][:3] == ["ran", "ran", "removed"]
     assert json.loads(live.claude("plugin", "list", "--json").stdout) == []
     assert not live.marketplace.exists()
-    settings = live.settings()
-    assert settings["model"] == "opus"
-    assert not settings.get("enabledPlugins") and not settings.get("extraKnownMarketplaces")
+    assert live.settings() == {"model": "opus"}
+    assert live.backups(live.settings_file) == []
     assert live.run_json("uninstall")["changed"] is False
 
 
@@ -174,3 +197,23 @@ def test_switching_to_the_plugin_removes_the_merged_hook(
     assert our_handlers(settings) == our_handlers(settings, "SessionStart") == []
     assert settings["hooks"] == OTHER_SETTINGS["hooks"]
     live.run_json("uninstall")
+
+
+@pytest.mark.parametrize("settings", ["no ~/.claude", "the user's own"])
+def test_plugin_install_uninstall_cycles_leave_the_home_exactly_as_it_was(
+    sandbox: ClaudeSandbox, host_clis: HostCLIs, settings: str
+) -> None:
+    """Through the real ``claude plugin …`` commands: after each uninstall no settings.json
+    Claude Code wrote for the plugin, no known_marketplaces.json / installed_plugins.json,
+    no backups and no empty folders are left — the home is exactly as before."""
+    sandbox.with_host_cli(host_clis)
+    if settings != "no ~/.claude":
+        write_json(sandbox.settings_file, OTHER_SETTINGS)
+        os.chmod(sandbox.settings_file, 0o644)
+
+    def registered(report: dict[str, Any]) -> None:
+        assert report["mode"] == "plugin" and report["changed"] is True, report
+        ran = [c["target"] for c in report["changes"] if c["action"] == "ran"]
+        assert ran[-1] == f"claude plugin install {PLUGIN_ID} --scope user", ran
+
+    assert_install_cycles_leave_no_trace(sandbox, installed=registered)

@@ -7,13 +7,19 @@ import json
 import os
 import shlex
 import tomllib
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from tests.codex.conftest import MODULE, CodexSandbox, our_handlers
 from tests.support.daemon import Daemon
 from tests.support.hosts import HostCLIs, codex_hooks_list, run_codex_cli
-from tests.support.plugin_sandbox import assert_installed_hook_injects_the_pack, write_json
+from tests.support.plugin_sandbox import (
+    assert_install_cycles_leave_no_trace,
+    assert_installed_hook_injects_the_pack,
+    write_json,
+)
 
 OTHER_HOOKS = {
     "hooks": {
@@ -72,7 +78,11 @@ def test_install_is_idempotent_and_uninstall_restores(sandbox: CodexSandbox) -> 
 
     removed = sandbox.run_json("uninstall", "--no-host-cli")
     assert removed["changed"] is True
+    assert ("restored", str(sandbox.hooks_file)) in [
+        (c["action"], c["target"]) for c in removed["changes"]
+    ]
     assert sandbox.hooks() == OTHER_HOOKS
+    assert sandbox.backups(sandbox.hooks_file) == []  # restored from it, then gone
     assert sandbox.run_json("uninstall", "--no-host-cli")["changed"] is False
 
 
@@ -81,8 +91,59 @@ def test_a_file_created_by_install_is_removed_by_uninstall(sandbox: CodexSandbox
     assert our_handlers(sandbox.hooks()) and our_handlers(sandbox.hooks(), "SessionStart")
     assert sandbox.hooks_file.stat().st_mode & 0o077 == 0  # new user config: private
     report = sandbox.run_json("uninstall", "--no-host-cli")
-    assert [c["action"] for c in report["changes"]] == ["backup", "removed"]
+    assert report["changes"][0] == {
+        "action": "removed",
+        "target": str(sandbox.hooks_file),
+        "detail": "removed our hooks: uninstalled",
+    }
     assert not sandbox.hooks_file.exists()
+    assert sandbox.backups(sandbox.hooks_file) == []
+    assert not sandbox.ledger().exists()
+
+
+def _our_hooks_merged(sandbox: CodexSandbox) -> Callable[[dict[str, Any]], None]:
+    """Checks an install report: our hooks were merged into hooks.json."""
+
+    def check(report: dict[str, Any]) -> None:
+        assert report["mode"] == "hooks" and report["changed"] is True, report
+        assert our_handlers(sandbox.hooks()) and our_handlers(sandbox.hooks(), "SessionStart")
+
+    return check
+
+
+@pytest.mark.parametrize("hooks_json", ["absent", "the user's own"])
+def test_install_uninstall_cycles_leave_codex_home_exactly_as_it_was(
+    sandbox: CodexSandbox, hooks_json: str
+) -> None:
+    """Item 6 of issue 16: after uninstall the home is byte-identical to before the first
+    install — no re-serialised hooks.json, no backups, no ledger, no empty folders, the same
+    modes — however many times the user installs and uninstalls."""
+    os.chmod(sandbox.config_file, 0o644)
+    if hooks_json != "absent":
+        write_json(sandbox.hooks_file, OTHER_HOOKS)  # compact: a rewrite would show
+        os.chmod(sandbox.hooks_file, 0o640)
+    assert_install_cycles_leave_no_trace(
+        sandbox, "--no-host-cli", installed=_our_hooks_merged(sandbox)
+    )
+
+
+def test_a_hooks_file_edited_while_installed_keeps_the_edit(sandbox: CodexSandbox) -> None:
+    """Restoring the old bytes must never lose what the user added since: then only our
+    entries go, and the backup with them."""
+    write_json(sandbox.hooks_file, OTHER_HOOKS)
+    sandbox.run_json("install", "--no-host-cli")
+    document = sandbox.hooks()
+    document["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": "echo new"}]})
+    write_json(sandbox.hooks_file, document)
+
+    report = sandbox.run_json("uninstall", "--no-host-cli")
+    expected = json.loads(json.dumps(OTHER_HOOKS))
+    expected["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": "echo new"}]})
+    assert sandbox.hooks() == expected
+    assert ("updated", str(sandbox.hooks_file)) in [
+        (c["action"], c["target"]) for c in report["changes"]
+    ]
+    assert sandbox.backups(sandbox.hooks_file) == [] and not sandbox.ledger().exists()
 
 
 def test_a_stale_entry_of_ours_is_updated_in_place(sandbox: CodexSandbox) -> None:
@@ -230,8 +291,7 @@ def test_install_with_codex_registers_and_trusts_the_plugin(
     assert len(live.backups(live.config_file)) == 1
 
     removed = live.run_json("uninstall")
-    assert [c["action"] for c in removed["changes"]] == [
-        "backup",
+    assert [c["action"] for c in removed["changes"]][:5] == [
         "untrusted",
         "untrusted",
         "ran",
@@ -239,6 +299,7 @@ def test_install_with_codex_registers_and_trusts_the_plugin(
         "removed",
     ]
     assert live.config_file.read_text("utf-8") == config_before
+    assert live.backups(live.config_file) == []
     assert not live.marketplace.exists()
     assert _our_listed(live, host_clis) == []
     assert live.run_json("uninstall")["changed"] is False
@@ -266,3 +327,38 @@ def test_with_the_plugins_feature_off_the_hook_goes_to_hooks_json_trusted(
     live.run_json("uninstall")
     assert live.hooks() == OTHER_HOOKS
     assert "hooks" not in tomllib.loads(live.config_file.read_text("utf-8"))
+
+
+def _plugin_registered(report: dict[str, Any]) -> None:
+    assert report["mode"] == "plugin" and report["changed"] is True, report
+    assert [c["action"] for c in report["changes"]].count("trusted") == 2
+
+
+def test_plugin_install_uninstall_cycles_leave_codex_home_exactly_as_it_was(
+    sandbox: CodexSandbox, host_clis: HostCLIs
+) -> None:
+    """Through the real ``codex plugin …`` commands and Codex's own config writer: after each
+    uninstall ``$CODEX_HOME`` (config.toml bytes *and* its 0644 mode, plugins/cache) and the
+    user data dir are exactly as before the first install."""
+    sandbox.with_host_cli(host_clis)
+    os.chmod(sandbox.config_file, 0o644)
+    assert_install_cycles_leave_no_trace(sandbox, installed=_plugin_registered)
+    assert _our_listed(sandbox, host_clis) == []
+
+
+def test_trusted_user_hook_cycles_leave_codex_home_exactly_as_it_was(
+    sandbox: CodexSandbox, host_clis: HostCLIs
+) -> None:
+    """The `plugins` feature off: a user hook in hooks.json, trusted through Codex's writer
+    (config.toml); uninstall takes both back to their exact bytes and modes."""
+    sandbox.with_host_cli(host_clis)
+    with open(sandbox.config_file, "a", encoding="utf-8") as config:
+        config.write("\n[features]\nplugins = false\n")
+    os.chmod(sandbox.config_file, 0o644)
+    write_json(sandbox.hooks_file, OTHER_HOOKS)
+
+    def trusted(report: dict[str, Any]) -> None:
+        assert report["mode"] == "hooks" and report["changed"] is True, report
+        assert [c["action"] for c in report["changes"]].count("trusted") == 2
+
+    assert_install_cycles_leave_no_trace(sandbox, installed=trusted)

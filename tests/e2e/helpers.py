@@ -38,15 +38,18 @@ REFS_GET = "/v1/scopes/references/get"
 BOOTSTRAP_PATHS = (BOOTSTRAP, RECEIPTS, HANDOFF_COMMIT, HANDOFF_GET, REFS_SET, REFS_GET)
 PROPOSE_EXPERIENCE = "/v1/experience/propose"
 GET_EXPERIENCE = "/v1/experience/get"
+LIST_EXPERIENCES = "/v1/experience/list"
 PROPOSE_SKILL = "/v1/skill/propose"
 GET_SKILL = "/v1/skill/get"
+LIST_SKILLS = "/v1/skill/list"
 CANDIDATES_LIST = "/v1/artifact-candidates/list"
 CANDIDATES_GET = "/v1/artifact-candidates/get"
 CANDIDATES_APPROVE = "/v1/artifact-candidates/approve"
 CANDIDATES_REJECT = "/v1/artifact-candidates/reject"
 CANDIDATES_REVISE = "/v1/artifact-candidates/revise"
-REVIEW_PATHS = (PROPOSE_EXPERIENCE, GET_EXPERIENCE, PROPOSE_SKILL, GET_SKILL, CANDIDATES_LIST,
-                CANDIDATES_GET, CANDIDATES_APPROVE, CANDIDATES_REJECT, CANDIDATES_REVISE)
+REVIEW_PATHS = (PROPOSE_EXPERIENCE, GET_EXPERIENCE, LIST_EXPERIENCES, PROPOSE_SKILL, GET_SKILL,
+                LIST_SKILLS, CANDIDATES_LIST, CANDIDATES_GET, CANDIDATES_APPROVE,
+                CANDIDATES_REJECT, CANDIDATES_REVISE)
 
 POST_PATHS = (REMEMBER, SEARCH, GET, LIST, REVISE, RETIRE, CHANGES, SOURCES, PREPARE, FLUSH,
               *REVIEW_PATHS, *BOOTSTRAP_PATHS)
@@ -127,6 +130,7 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
             "source_refs": [{"name": "content", "source_id": "src-1"}],
         },
         GET_EXPERIENCE: {"scope_id": scope_id, "artifact": artifact},
+        LIST_EXPERIENCES: {"scope_id": scope_id},
         PROPOSE_SKILL: {
             "scope_id": scope_id,
             "proposal": {"name": "n", "description": "d", "instructions": "i",
@@ -134,6 +138,7 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
             "source_refs": [{"name": "content", "source_id": "src-1"}],
         },
         GET_SKILL: {"scope_id": scope_id, "artifact": {**artifact, "family": "skill"}},
+        LIST_SKILLS: {"scope_id": scope_id},
         CANDIDATES_LIST: {"scope_id": scope_id},
         CANDIDATES_GET: {"scope_id": scope_id, "candidate_id": "cand_doesnotexist"},
         CANDIDATES_APPROVE: {"scope_id": scope_id, "candidate_id": "cand_doesnotexist",

@@ -28,6 +28,8 @@ from tests.e2e.helpers import (
     HANDOFF_COMMIT,
     HANDOFF_GET,
     LIST,
+    LIST_EXPERIENCES,
+    LIST_SKILLS,
     POST_PATHS,
     PREPARE,
     PROPOSE_EXPERIENCE,
@@ -55,6 +57,7 @@ JSON = {"content-type": "application/json"}
 NEEDS = {
     PREPARE: "read", BOOTSTRAP: "read", RECEIPTS: "read", SEARCH: "read", GET: "read",
     LIST: "read", CHANGES: "read", GET_EXPERIENCE: "read", GET_SKILL: "read",
+    LIST_EXPERIENCES: "read", LIST_SKILLS: "read",
     CANDIDATES_LIST: "read", CANDIDATES_GET: "read", HANDOFF_GET: "read", REFS_GET: "read",
     REMEMBER: "write", REVISE: "write", RETIRE: "write", SOURCES: "write", FLUSH: "write",
     HANDOFF_COMMIT: "write",

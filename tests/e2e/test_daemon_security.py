@@ -36,6 +36,8 @@ from tests.e2e.helpers import (
     HANDOFF_COMMIT,
     HANDOFF_GET,
     LIST,
+    LIST_EXPERIENCES,
+    LIST_SKILLS,
     POST_PATHS,
     PREPARE,
     PROPOSE_EXPERIENCE,
@@ -174,6 +176,8 @@ OVER_LIMIT: dict[str, dict[str, Any]] = {
     PROPOSE_SKILL: {"proposal": {"name": "n" * 129, "description": "d", "instructions": "i",
                                  "validation": ["v"] * 33}},
     GET_SKILL: {"artifact": {"family": "skill", "artifact_id": "s", "revision": 0}},
+    LIST_EXPERIENCES: {"limit": 101, "cursor": "c" * 513},
+    LIST_SKILLS: {"limit": 0, "cursor": ""},
     CANDIDATES_LIST: {"limit": 101, "status": "archived"},
     CANDIDATES_GET: {"candidate_id": "c" * 129, "version": 0},
     CANDIDATES_APPROVE: {"expected_version": 0},
@@ -210,6 +214,8 @@ OPTIONAL_INTEGERS: dict[str, dict[str, Any]] = {
     REFS_SET: {"expected_version": 0},
     CANDIDATES_GET: {"version": 1},
     CANDIDATES_LIST: {"limit": 10},
+    LIST_EXPERIENCES: {"limit": 10},
+    LIST_SKILLS: {"limit": 10},
     LIST: {"limit": 10},
     SEARCH: {"limit": 10},
     PREPARE: {"max_bytes": 4096},
@@ -293,7 +299,7 @@ def _bad_variants(path: str, scope: str) -> list[tuple[str, bytes]]:
             own = {**valid, "source_id": f"src-{number}"}
             raw = _with_raw(own, "metadata", b'{"n": [' + number.encode() + b"]}")
             variants.append((f"metadata number {number}", raw))
-    if path == LIST:
+    if path in (LIST, LIST_EXPERIENCES, LIST_SKILLS):
         for forged in ([True, "a"], [2**70, "a"], [1, "\ud800"], [1.5, "a"], {"a": 1}):
             cursor = _b64(json.dumps(forged))
             variants.append((f"forged cursor {forged!r}", _dumps({**valid, "cursor": cursor})))
@@ -507,7 +513,7 @@ def test_request_id_is_echoed_when_valid_and_generated_otherwise(http: httpx.Cli
 # -- authentication -------------------------------------------------------------------------
 
 
-PUBLIC_OPERATIONS = {("GET", "/health/live"), ("GET", "/health/ready")}
+PUBLIC_OPERATIONS = {("GET", "/health"), ("GET", "/health/live"), ("GET", "/health/ready")}
 
 
 def _guarded_operations(daemon: Daemon) -> list[tuple[str, str, dict[str, Any]]]:

@@ -41,13 +41,14 @@ MODES = ["auto", "legacy"]
 EXPECTED_TOOLS = {
     "search_memory", "list_memory_entries", "get_memory_entry", "remember_memory",
     "revise_memory_entry", "retire_memory_entry", "propose_experience", "get_experience",
-    "propose_skill", "get_skill", "list_artifact_candidates", "get_artifact_candidate",
-    "approve_artifact_candidate", "reject_artifact_candidate", "revise_artifact_candidate",
-    "capture_content_source", "commit_handoff", "get_handoff",
+    "list_experiences", "propose_skill", "get_skill", "list_skills", "list_artifact_candidates",
+    "get_artifact_candidate", "approve_artifact_candidate", "reject_artifact_candidate",
+    "revise_artifact_candidate", "capture_content_source", "commit_handoff", "get_handoff",
 }  # fmt: skip
 READ_ONLY = {
     "search_memory", "list_memory_entries", "get_memory_entry", "get_experience", "get_skill",
-    "list_artifact_candidates", "get_artifact_candidate", "get_handoff",
+    "list_experiences", "list_skills", "list_artifact_candidates", "get_artifact_candidate",
+    "get_handoff",
 }  # fmt: skip
 SOURCE = {"name": "content", "source_id": "s1"}
 

@@ -42,6 +42,8 @@ from tests.e2e.helpers import (
     HANDOFF_COMMIT,
     HANDOFF_GET,
     LIST,
+    LIST_EXPERIENCES,
+    LIST_SKILLS,
     PREPARE,
     PROPOSE_EXPERIENCE,
     PROPOSE_SKILL,
@@ -167,7 +169,7 @@ def test_successful_answers_of_every_operation_match_the_document(module_daemon:
     call = _Walk(module_daemon)
     scope = new_scope("openapi-walk")
     valid = valid_bodies(scope)
-    for path in ("/health/live", "/health/ready", "/v1/capabilities"):
+    for path in ("/health", "/health/live", "/health/ready", "/v1/capabilities"):
         call(path)
 
     # Memory: write, read back every way, change, and finally retire.
@@ -209,6 +211,7 @@ def test_successful_answers_of_every_operation_match_the_document(module_daemon:
     )
     approved = call(CANDIDATES_APPROVE, {**ids, "expected_version": 2})
     call(GET_EXPERIENCE, {"scope_id": scope, "artifact": approved["result_artifact"]})
+    call(LIST_EXPERIENCES, {"scope_id": scope})
     rejected = call(PROPOSE_SKILL, valid[PROPOSE_SKILL])
     call(
         CANDIDATES_REJECT,
@@ -225,6 +228,7 @@ def test_successful_answers_of_every_operation_match_the_document(module_daemon:
         {"scope_id": scope, "candidate_id": skill["candidate_id"], "expected_version": 1},
     )
     call(GET_SKILL, {"scope_id": scope, "artifact": approved["result_artifact"]})
+    call(LIST_SKILLS, {"scope_id": scope, "limit": 1})
 
     # Handoff, references and a bootstrap pack whose receipt is then claimed.
     handoff = call(HANDOFF_COMMIT, valid[HANDOFF_COMMIT])

@@ -7,7 +7,8 @@ powercontext_codex|powercontext_claude_code hook session-start|user-prompt-submi
 command the hosts run), on the success paths and on the error paths: 401, 403, 404, 409, 413
 and 422 answers, and the runtime down. Afterwards no sentinel may appear in the runtime's
 stderr log, any hook's stderr diagnostics, anything the hooks wrote to disk (the rotated
-diagnostic log file, the local receipt store), the runtime's bootstrap receipt rows (beyond
+diagnostic log file, the local receipt store — but for the prompts the capture spool keeps while
+the runtime is down, 0600), the runtime's bootstrap receipt rows (beyond
 the ``scope_id`` key a receipt is filed under) or any error body, HTTP or MCP.
 
 Each sentinel is also asserted present where it legitimately belongs — the injected packs, the
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import stat
 import subprocess
 import uuid
 from pathlib import Path
@@ -57,7 +59,7 @@ pytestmark = pytest.mark.e2e
 JSON = {"content-type": "application/json"}
 DIAGNOSTIC_KEYS = {
     "component", "event", "outcome", "http_status", "context_status", "content_bytes",
-    "duration_ms",
+    "duration_ms", "spooled", "delivered", "dropped", "pending",
 }  # fmt: skip
 QUERY = "deploy checklist smoke tests"
 
@@ -372,9 +374,18 @@ def test_sentinels_stay_out_of_logs_diagnostics_receipts_and_error_bodies(
     for host, directory in data_dirs.items():
         assert (directory / "diagnostics.log").stat().st_size > 0, host
         assert (directory / "bootstrap-receipts.json") in written, host
+    # The prompts of the down runs wait in each plugin's capture spool: the one place besides
+    # the runtime's database meant to hold a prompt (and its scope) — private, and token-free.
+    spooled = [p for p in written if p.parent.name == "capture-spool" and p.suffix == ".json"]
+    assert {p.parent.parent for p in spooled} == set(data_dirs.values())
     for path in written:
         text = path.read_text(encoding="utf-8", errors="replace")
-        mark.assert_absent(str(path.relative_to(tmp_path)), text)
+        if path in spooled:
+            assert mark("prompt") in text
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600
+            assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        else:
+            mark.assert_absent(str(path.relative_to(tmp_path)), text)
         for secret in (secret_part(token), secret_part(outsider), secret_part(bogus)):
             assert secret not in text, path
 

@@ -33,7 +33,14 @@ LINE_KEYS = {
     "context_status",
     "content_bytes",
     "duration_ms",
+    # capture_spool lines only: counts
+    "spooled",
+    "delivered",
+    "dropped",
+    "pending",
 }
+COUNT_KEYS = ("http_status", "content_bytes", "duration_ms", "spooled", "delivered", "dropped",
+              "pending")  # fmt: skip
 SPEC_OUTCOMES = {
     "skipped",
     "disabled",
@@ -45,7 +52,9 @@ SPEC_OUTCOMES = {
     "invalid_response",
     "receipt_rejected",
 }
-DEBUG_OUTCOMES = {"injected", "captured", "flushed"}
+#: The kit's one addition to spec 07's set: the capture spool gave prompts up.
+KIT_OUTCOMES = {"dropped"}
+DEBUG_OUTCOMES = {"injected", "captured", "flushed", "spooled", "delivered"}
 
 _ISOLATED_PREFIXES = ("POWERCONTEXT_", "CLAUDE_PLUGIN_", "PLUGIN_", "GIT_")
 
@@ -102,8 +111,8 @@ def parse_lines(stderr: str) -> list[dict[str, Any]]:
     for line in lines:
         assert set(line) <= LINE_KEYS, line
         assert {"component", "event", "outcome"} <= set(line), line
-        assert line["outcome"] in SPEC_OUTCOMES | DEBUG_OUTCOMES, line
-        for key in ("http_status", "content_bytes", "duration_ms"):
+        assert line["outcome"] in SPEC_OUTCOMES | KIT_OUTCOMES | DEBUG_OUTCOMES, line
+        for key in COUNT_KEYS:
             assert key not in line or type(line[key]) is int, line
         assert line.get("context_status") in (None, "ready", "empty", "skipped"), line
     return lines

@@ -17,7 +17,7 @@ import socketserver
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -104,6 +104,9 @@ class StubRuntime:
             CAPTURE: Reply(202, ACCEPTED),
         }
         self.requests: list[Recorded] = []
+        #: Optional ``(path, body) -> Reply | None``, asked before ``replies`` (a reply that
+        #: depends on the request, e.g. an idempotent journal).
+        self.answer: Callable[[str, bytes], Reply | None] | None = None
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         stub = self
@@ -121,7 +124,9 @@ class StubRuntime:
                     stub.requests.append(
                         Recorded(self.path, dict(self.headers.items()), body, time.monotonic())
                     )
-                reply = stub.replies.get(self.path, Reply(404, b'{"error":{}}'))
+                reply = stub.answer(self.path, body) if stub.answer is not None else None
+                if reply is None:
+                    reply = stub.replies.get(self.path, Reply(404, b'{"error":{}}'))
                 stub._answer(self, reply)
 
         self.unix_socket = unix_socket

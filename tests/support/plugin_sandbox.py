@@ -20,10 +20,11 @@ import json
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -148,8 +149,18 @@ class PluginSandbox:
         return done.returncode, json.loads(done.stdout)
 
     def backups(self, path: Path) -> list[Path]:
-        """The backups ``install``/``uninstall`` kept of ``path``, oldest first."""
-        return sorted(path.parent.glob(f"{path.name}.powercontext-backup-*"))
+        """The backups ``install`` kept of ``path`` (at most one: ``<file>.powercontext-backup``)
+        — and any timestamped ones an older version piled up."""
+        return sorted(path.parent.glob(f"{path.name}{BACKUP_SUFFIX}*"))
+
+    def snapshot(self) -> TreeSnapshot:
+        """The whole ``$HOME`` of this user, to compare before ``install`` and after
+        ``uninstall`` (see :func:`tree_snapshot`)."""
+        return tree_snapshot(self.home)
+
+    def ledger(self) -> Path:
+        """Where ``install`` records what it found (only while installed)."""
+        return self.marketplace.parent / "install-ledger.json"
 
     @property
     def user_hooks_file(self) -> Path:
@@ -251,6 +262,78 @@ def _private_path(bin_dir: Path, *, node: bool) -> str:
             (node_bin / "node").symlink_to(executable)
         parts.append(str(node_bin))
     return os.pathsep.join(parts)
+
+
+#: ``relative path → (kind, permission bits, content)``; content is a file's bytes or a
+#: symlink's target, ``None`` for a folder.
+TreeSnapshot = dict[str, tuple[str, int, bytes | str | None]]
+#: The one backup ``install`` keeps of a file it changes, next to it.
+BACKUP_SUFFIX = ".powercontext-backup"
+#: Left out of a home snapshot: the sandbox's ``TMPDIR`` (``offline_env`` puts it in the home so
+#: the hosts' scratch files stay in the test; on a real machine it is ``/tmp``, not the home).
+SNAPSHOT_SKIPPED = (".tmp",)
+
+
+def tree_snapshot(root: Path, *, skip: Sequence[str] = SNAPSHOT_SKIPPED) -> TreeSnapshot:
+    """Every path under ``root`` with its kind, permission bits and content: "exactly as
+    before" means equal snapshots — same paths, same bytes, same modes (mtimes excepted).
+    ``skip``: names directly under ``root`` that are left out."""
+    snapshot: TreeSnapshot = {}
+    for folder, dirs, names in os.walk(root):
+        if Path(folder) == root:
+            dirs[:] = [name for name in dirs if name not in skip]
+            names = [name for name in names if name not in skip]
+        for name in sorted([*dirs, *names]):
+            path = Path(folder) / name
+            info = path.lstat()
+            relative = path.relative_to(root).as_posix()
+            mode = stat.S_IMODE(info.st_mode)
+            if stat.S_ISLNK(info.st_mode):
+                snapshot[relative] = ("link", mode, os.readlink(path))
+            elif stat.S_ISDIR(info.st_mode):
+                snapshot[relative] = ("dir", mode, None)
+            else:
+                snapshot[relative] = ("file", mode, path.read_bytes())
+    return snapshot
+
+
+def snapshot_diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """What differs between two :func:`tree_snapshot` results, one readable line each."""
+    lines = [f"appeared: {path}" for path in sorted(set(after) - set(before))]
+    lines += [f"vanished: {path}" for path in sorted(set(before) - set(after))]
+    for path in sorted(set(before) & set(after)):
+        (kind, mode, content), (kind2, mode2, content2) = before[path], after[path]
+        if kind != kind2:
+            lines.append(f"{path}: {kind} became {kind2}")
+        if mode != mode2:
+            lines.append(f"{path}: mode {mode:04o} became {mode2:04o}")
+        if content != content2:
+            shown = content2[:300] if isinstance(content2, bytes) else content2
+            lines.append(f"{path}: content changed, now {shown!r}")
+    return lines
+
+
+def assert_install_cycles_leave_no_trace(
+    sandbox: PluginSandbox,
+    *args: str,
+    installed: Callable[[dict[str, Any]], None],
+    cycles: int = 3,
+) -> None:
+    """``install`` (twice: the second changes nothing) → ``uninstall``, ``cycles`` times; after
+    each uninstall the user's home must be exactly what it was before the first install, and
+    while installed there is at most one backup per file. ``installed(report)`` checks that
+    the first install of a cycle really installed (so a no-op cannot pass)."""
+    before = sandbox.snapshot()
+    for cycle in range(1, cycles + 1):
+        report = sandbox.run_json("install", *args, timeout=180)
+        installed(report)
+        again = sandbox.run_json("install", *args, timeout=180)
+        assert again["changed"] is False, (cycle, again)
+        backups = [path for path in sandbox.snapshot() if BACKUP_SUFFIX in path]
+        assert all(path.endswith(BACKUP_SUFFIX) for path in backups), backups  # one per file
+        sandbox.run_json("uninstall", *args, timeout=180)
+        diff = snapshot_diff(before, sandbox.snapshot())
+        assert not diff, f"cycle {cycle} left traces:\n" + "\n".join(diff)
 
 
 #: The sandbox class of each host.

@@ -13,6 +13,7 @@ verified against the real CLI (``docs/decisions/real-host-facts.md``, ``plugin-i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,22 @@ class ClaudeCodeIntegration(HostIntegration):
     config_dir_var = "CLAUDE_CONFIG_DIR"
     config_dir_name = ".claude"
     version = __version__
+    host_user_data = frozenset(
+        {
+            "projects",
+            "todos",
+            "history.jsonl",
+            "shell-snapshots",
+            "file-history",
+            "session-env",
+            "ide",
+            "plans",
+            "agents",
+            "commands",
+            "CLAUDE.md",
+            ".credentials.json",
+        }
+    )
 
     # ---- places ---------------------------------------------------------------------------
 
@@ -80,6 +97,14 @@ class ClaudeCodeIntegration(HostIntegration):
     def shell_argv(self, env: Mapping[str, str]) -> list[str]:
         return ["/bin/sh", "-c"]  # Claude Code ignores $SHELL for hooks
 
+    def host_state_files(self, env: Mapping[str, str]) -> list[Path]:
+        """Claude Code's global ``.claude.json`` (in ``$CLAUDE_CONFIG_DIR`` when set, else in
+        the home): its first run anywhere — possibly our ``claude plugin …`` — creates it."""
+        configured = env.get(self.config_dir_var, "").strip()
+        home = Path(env.get("HOME") or os.path.expanduser("~"))
+        base = Path(os.path.expanduser(configured)).absolute() if configured else home
+        return [base / ".claude.json"]
+
     def sample_event(self, cwd: str, prompt: str) -> dict[str, Any]:
         return {
             "session_id": "powercontext-doctor",
@@ -99,7 +124,7 @@ class ClaudeCodeIntegration(HostIntegration):
                 return str(market.get("path") or market.get("installLocation"))
         return None
 
-    def _installed_plugin(self, ctx: InstallContext) -> dict[str, Any] | None:
+    def installed_plugin(self, ctx: InstallContext) -> dict[str, Any] | None:
         for plugin in self.run_host_cli(ctx, "plugin", "list", "--json").json():
             if (
                 isinstance(plugin, dict)
@@ -123,14 +148,14 @@ class ClaudeCodeIntegration(HostIntegration):
 
     def register_plugin(self, ctx: InstallContext, marketplace: Path) -> None:
         self.point_marketplace(ctx, marketplace)
-        installed = self._installed_plugin(ctx)
+        installed = self.installed_plugin(ctx)
         if installed is None:
             self.run_change(ctx, "plugin", "install", self.plugin_id, "--scope", "user")
         elif installed.get("enabled") is not True:
             self.run_change(ctx, "plugin", "enable", self.plugin_id)
 
     def unregister_plugin(self, ctx: InstallContext) -> None:
-        if self._installed_plugin(ctx) is not None:
+        if self.installed_plugin(ctx) is not None:
             self.run_change(
                 ctx,
                 "plugin",
@@ -196,7 +221,7 @@ class ClaudeCodeIntegration(HostIntegration):
             version = self.run_host_cli(ctx, "--version", check=False).stdout.strip() or "unknown"
             checks.append(Check("host", "info", f"Claude Code {version} ({ctx.host_cli})"))
             try:
-                plugin = self._installed_plugin(ctx)
+                plugin = self.installed_plugin(ctx)
             except InstallError as exc:
                 checks.append(Check("hooks", "fail", str(exc)))
                 return registration

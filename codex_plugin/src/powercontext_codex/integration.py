@@ -181,6 +181,9 @@ class CodexIntegration(HostIntegration):
     config_dir_var = "CODEX_HOME"
     config_dir_name = ".codex"
     version = __version__
+    host_user_data = frozenset(
+        {"sessions", "archived_sessions", "history.jsonl", "log", "auth.json", "AGENTS.md"}
+    )
 
     # ---- places ---------------------------------------------------------------------------
 
@@ -208,6 +211,12 @@ class CodexIntegration(HostIntegration):
 
     def cli_config_file(self, env: Mapping[str, str]) -> Path:
         return self.config_file(env)  # `codex plugin …` records plugins in config.toml
+
+    def host_state_roots(self, env: Mapping[str, str]) -> list[Path]:
+        """``plugins/`` (the cache copy; ``plugin remove`` leaves ``plugins/cache/<market>``)
+        and ``.hook-trust/``: trusting a hook through ``config/batchWrite`` also writes
+        ``.hook-trust/<hash>``, and deleting the trust entry does not remove it (0.169.0)."""
+        return [*super().host_state_roots(env), self.config_dir(env) / ".hook-trust"]
 
     def shell_argv(self, env: Mapping[str, str]) -> list[str]:
         return [env.get("SHELL") or "/bin/sh", "-c"]  # Codex runs hooks with `$SHELL -c`
@@ -250,7 +259,7 @@ class CodexIntegration(HostIntegration):
                 return parts[-1] == "true"
         return False
 
-    def _installed_plugin(self, ctx: InstallContext) -> dict[str, Any] | None:
+    def installed_plugin(self, ctx: InstallContext) -> dict[str, Any] | None:
         listing = self.run_host_cli(ctx, "plugin", "list", "--json").json()
         for plugin in listing.get("installed", []):
             if plugin.get("pluginId") == self.plugin_id:
@@ -306,7 +315,7 @@ class CodexIntegration(HostIntegration):
             if not states:
                 return
             config = self.config_file(ctx.env)
-            ctx.backups.before_change(config)
+            ctx.ledger.before_change(config)
             server.set_hook_state(states)
             for key in states:
                 ctx.report.add(Change("trusted", key, f"hooks.state in {config}"))
@@ -339,7 +348,7 @@ class CodexIntegration(HostIntegration):
             return
         assert ctx.host_cli is not None
         config = self.config_file(ctx.env)
-        ctx.backups.before_change(config)
+        ctx.ledger.before_change(config)
         with AppServer(ctx.host_cli, ctx.env, ctx.cwd) as server:
             server.set_hook_state(dict.fromkeys(keys))
         for key in keys:
@@ -370,7 +379,7 @@ class CodexIntegration(HostIntegration):
 
     def register_plugin(self, ctx: InstallContext, marketplace: Path) -> None:
         self.point_marketplace(ctx, marketplace)
-        installed = self._installed_plugin(ctx)
+        installed = self.installed_plugin(ctx)
         cache = (
             self.config_dir(ctx.env)
             / "plugins"
@@ -386,6 +395,9 @@ class CodexIntegration(HostIntegration):
         )
         if not current:
             self.run_change(ctx, "plugin", "add", self.plugin_id, detail=f"copied to {cache}")
+        # Codex does not create the plugin's data dir, our hook does (mkdir -p) at its first
+        # run: note now which of its folders are new, so uninstall takes them away again.
+        ctx.ledger.before_create_dir(self.plugin_data_dir(ctx.env))
         self._trust(ctx)
 
     def after_merge(self, ctx: InstallContext, hooks_file: Path) -> None:
@@ -404,9 +416,19 @@ class CodexIntegration(HostIntegration):
         present = set(self._trust_entries(ctx, keys))
         self._untrust(ctx, [key for key in keys if key in present])
 
+    def verify_unregistered(self, ctx: InstallContext) -> None:
+        """Neither plugin nor marketplace listed, and no trust entry of our plugin left."""
+        super().verify_unregistered(ctx)
+        left = self._trust_entries(ctx)
+        if left:
+            raise InstallError(
+                f"{self.config_file(ctx.env)} still trusts {', '.join(left)}; run "
+                f"`{self.script} uninstall` again"
+            )
+
     def unregister_plugin(self, ctx: InstallContext) -> None:
         self._untrust(ctx, self._trust_entries(ctx))
-        if self._installed_plugin(ctx) is not None:
+        if self.installed_plugin(ctx) is not None:
             self.run_change(ctx, "plugin", "remove", self.plugin_id)
         self.remove_marketplace(ctx)
         data = self.plugin_data_dir(ctx.env)
@@ -447,7 +469,7 @@ class CodexIntegration(HostIntegration):
             except InstallError as exc:
                 checks.append(Check("hooks", "fail", str(exc)))
                 return registration
-            installed = self._installed_plugin(ctx)
+            installed = self.installed_plugin(ctx)
             if installed is not None and not self._plugins_feature_on(ctx):
                 checks.append(
                     Check(

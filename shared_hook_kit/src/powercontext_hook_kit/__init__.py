@@ -4,8 +4,8 @@ The plugins are thin adapters: they pick a :class:`HostAdapter` (usually
 ``StandardHostAdapter("codex")`` / ``StandardHostAdapter("claude-code")``) and call
 :func:`run_hook_main` for ``hook user-prompt-submit`` / ``hook session-start``. Everything
 else — settings, scope resolution, the strict pack contracts, the bootstrap receipt store, the
-deadline-bounded loopback transport, content-free diagnostics and the process contract (one JSON
-object or nothing, exit 0) — lives here once.
+capture spool, the deadline-bounded loopback transport, content-free diagnostics and the process
+contract (one JSON object or nothing, exit 0) — lives here once.
 
 Start-up is the hook's main cost, so the hot path imports only the standard library and msgspec
 (``tomllib``, ``json`` and, off Linux, ``platformdirs`` only when needed), and this package's
@@ -48,6 +48,7 @@ _EXPORTS: dict[str, str] = {
         "host",
     ),
     "ReceiptStore": "receipts",
+    **dict.fromkeys(["CaptureSpool", "SpoolStatus", "spool_status"], "spool"),
     **dict.fromkeys(["HOOK_NAMES", "run_hook", "run_hook_main"], "runner"),
     **dict.fromkeys(
         [

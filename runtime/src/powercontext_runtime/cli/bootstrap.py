@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from .output import emit, json_argument, scoped_client
+from .schemas import handoff_epilog
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
@@ -20,7 +21,13 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
 
     handoff = sub.add_parser("handoff", help="commit or read the scope's Handoff")
     verbs = handoff.add_subparsers(dest="verb", required=True, metavar="VERB")
-    p = verbs.add_parser("commit", help="commit the next revision", parents=[scoped])
+    p = verbs.add_parser(
+        "commit",
+        help="commit the next revision",
+        parents=[scoped],
+        epilog=handoff_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("content", help="powercontext.handoff.v1 JSON, @FILE, or - for stdin")
     p.add_argument("--base", type=int, help="the revision this continues (omit for the first)")
     p.set_defaults(handler=_commit)
@@ -50,7 +57,7 @@ def _commit(args: argparse.Namespace) -> int:
         result = client.commit_handoff(
             scope_id=args.scope,
             base=base,
-            content=json_argument(args.content, "the handoff content"),
+            content=json_argument(args.content, "CONTENT"),
         )
     emit(
         result.model_dump(mode="json", by_alias=True),

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
 from ..contract.common import MemoryCitation, MemoryRef
 from ..contract.memory import MemoryEntry, SearchMemoryResponse
-from .output import emit, scoped_client
+from .output import emit, read_stdin, scoped_client
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
@@ -83,7 +82,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def _text(value: str) -> str:
-    return sys.stdin.read() if value == "-" else value
+    return read_stdin("the text") if value == "-" else value
 
 
 def _citation(args: argparse.Namespace) -> MemoryCitation:

@@ -4,11 +4,26 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
 from ..contract.review import Candidate
-from .output import emit, json_argument, scoped_client
+from .output import (
+    UsageError,
+    artifact_text,
+    emit,
+    field_lines,
+    json_argument,
+    read_stdin,
+    scoped_client,
+)
+from .schemas import experience_epilog, revise_epilog, skill_epilog
+
+#: The order people read a proposal's fields in (stored proposals come back sorted by key).
+FIELD_ORDER = {
+    "experience": ("situation", "action", "outcome", "lesson"),
+    "skill": ("name", "description", "instructions", "validation"),
+}
+_RAW = argparse.RawDescriptionHelpFormatter
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
@@ -45,7 +60,11 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--cursor")
     p.set_defaults(handler=_list)
-    p = verbs.add_parser("show", help="one candidate (current or --version)", parents=[scoped])
+    p = verbs.add_parser(
+        "show",
+        help="one candidate (current or --version): proposal, evidence, reason",
+        parents=[scoped],
+    )
     p.add_argument("candidate_id")
     p.add_argument("--version", type=int)
     p.set_defaults(handler=_show)
@@ -54,7 +73,10 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
         ("reject", "reject with a reason"),
         ("revise", "replace the proposal (a new pending version)"),
     ):
-        p = verbs.add_parser(verb, help=help_text, parents=[scoped])
+        extra: dict[str, Any] = (
+            {"epilog": revise_epilog(), "formatter_class": _RAW} if verb == "revise" else {}
+        )
+        p = verbs.add_parser(verb, help=help_text, parents=[scoped], **extra)
         p.add_argument("candidate_id")
         p.add_argument("--expected-version", type=int, required=True)
         if verb == "reject":
@@ -85,7 +107,11 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     experience = sub.add_parser("experience", help="propose or read Experience")
     verbs = experience.add_subparsers(dest="verb", required=True, metavar="VERB")
     p = verbs.add_parser(
-        "propose", help="propose an Experience (goes to review)", parents=[scoped, evidence]
+        "propose",
+        help="propose an Experience (goes to review)",
+        parents=[scoped, evidence],
+        epilog=experience_epilog(),
+        formatter_class=_RAW,
     )
     for field in ("situation", "action", "outcome", "lesson"):
         p.add_argument(f"--{field}", required=True)
@@ -97,17 +123,30 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("artifact_id")
     p.add_argument("--revision", type=int, required=True)
     p.set_defaults(handler=_get, family="experience")
+    p = verbs.add_parser(
+        "list", help="approved Experience (the current revision of each)", parents=[scoped]
+    )
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--cursor")
+    p.set_defaults(handler=_list_artifacts, family="experience")
 
     skill = sub.add_parser("skill", help="propose or read Skills")
     verbs = skill.add_subparsers(dest="verb", required=True, metavar="VERB")
     p = verbs.add_parser(
-        "propose", help="propose a Skill (goes to review)", parents=[scoped, evidence]
+        "propose",
+        help="propose a Skill (goes to review)",
+        parents=[scoped, evidence],
+        epilog=skill_epilog(),
+        formatter_class=_RAW,
     )
     p.add_argument("--name", required=True)
     p.add_argument("--description", default="")
     p.add_argument("--instructions", required=True, help="text, or - for stdin")
     p.add_argument(
-        "--validation", action="append", required=True, help="a validation step (repeatable)"
+        "--validation",
+        action="append",
+        required=True,
+        help="a validation step (repeatable: one per step)",
     )
     p.add_argument("--target", metavar="skill:ID:REVISION", help="modify this exact Skill head")
     p.set_defaults(handler=_propose, family="skill")
@@ -115,13 +154,19 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("artifact_id")
     p.add_argument("--revision", type=int, required=True)
     p.set_defaults(handler=_get, family="skill")
+    p = verbs.add_parser(
+        "list", help="approved Skills (the current revision of each)", parents=[scoped]
+    )
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--cursor")
+    p.set_defaults(handler=_list_artifacts, family="skill")
 
 
 def _artifact_ref(text: str) -> dict[str, Any]:
     family, _, rest = text.partition(":")
     artifact_id, _, revision = rest.rpartition(":")
     if not (family and artifact_id and revision.isdigit()):
-        raise SystemExit(f"powercontext: expected FAMILY:ID:REVISION, got {text!r}")
+        raise UsageError(f"expected FAMILY:ID:REVISION, got {text!r}", details={"value": text})
     return {"family": family, "artifact_id": artifact_id, "revision": int(revision)}
 
 
@@ -129,16 +174,34 @@ def _source_refs(ids: list[str]) -> list[dict[str, str]]:
     return [{"name": "content", "source_id": source_id} for source_id in ids]
 
 
+def content_lines(family: str, content: dict[str, Any], indent: str = "  ") -> list[str]:
+    """A proposal's (or an artifact's) fields in reading order, lists one item per line."""
+    order = FIELD_ORDER.get(family, ())
+    keys = [k for k in order if k in content] + sorted(k for k in content if k not in order)
+    return [line for key in keys for line in field_lines(key, content[key], indent)]
+
+
+def evidence_lines(source_refs: list[Any], artifact_refs: list[Any]) -> list[str]:
+    lines = ["  evidence:"]
+    lines += [f"    source {ref.source_id} ({ref.name})" for ref in source_refs]
+    lines += [f"    artifact {artifact_text(ref)}" for ref in artifact_refs]
+    return lines if len(lines) > 1 else ["  evidence: (none)"]
+
+
 def _describe(candidate: Candidate) -> str:
-    lines = [f"{candidate.candidate_id} v{candidate.version} {candidate.family} {candidate.status}"]
-    if candidate.target:
-        lines.append(f"  modifies {candidate.target.artifact_id} r{candidate.target.revision}")
-    if candidate.result_artifact:
-        ref = candidate.result_artifact
-        lines.append(f"  approved as {ref.family} {ref.artifact_id} r{ref.revision}")
-    if candidate.decision_reason:
-        lines.append(f"  rejected: {candidate.decision_reason}")
-    lines += [f"  {key}: {value}" for key, value in candidate.proposal.items()]
+    c = candidate
+    lines = [f"{c.candidate_id} v{c.version} {c.family} {c.status}"]
+    lines.append(f"  created {c.created_at}, updated {c.updated_at}")
+    if c.target:
+        lines.append(f"  modifies {artifact_text(c.target)}")
+    if c.result_artifact:
+        lines.append(f"  approved as {artifact_text(c.result_artifact)}")
+    if c.decision_reason:
+        lines += field_lines("rejected", c.decision_reason)
+    lines += content_lines(c.family, c.proposal)
+    lines += evidence_lines(c.source_refs, c.artifact_refs)
+    if c.reason:
+        lines += field_lines("reason", c.reason)
     return "\n".join(lines)
 
 
@@ -150,10 +213,10 @@ def _list(args: argparse.Namespace) -> int:
         fields["cursor"] = args.cursor
     with scoped_client(args) as client:
         result = client.list_artifact_candidates(**fields)
-    lines = [_describe(c) for c in result.candidates] or [f"no {args.status} candidates"]
+    blocks = [_describe(c) for c in result.candidates] or [f"no {args.status} candidates"]
     if result.next_cursor:
-        lines.append(f"more: --cursor {result.next_cursor}")
-    emit(result, as_json=args.json, human="\n".join(lines))
+        blocks.append(f"more: --cursor {result.next_cursor}")
+    emit(result, as_json=args.json, human="\n\n".join(blocks))
     return 0
 
 
@@ -199,7 +262,9 @@ def _propose(args: argparse.Namespace) -> int:
             f: getattr(args, f) for f in ("situation", "action", "outcome", "lesson")
         }
     else:
-        instructions = sys.stdin.read() if args.instructions == "-" else args.instructions
+        instructions = (
+            read_stdin("--instructions") if args.instructions == "-" else args.instructions
+        )
         proposal = {
             "name": args.name,
             "description": args.description,
@@ -232,6 +297,32 @@ def _get(args: argparse.Namespace) -> int:
             result: Any = client.get_experience(scope_id=args.scope, artifact=artifact)
         else:
             result = client.get_skill(scope_id=args.scope, artifact=artifact)
-    human = "\n".join(f"{key}: {value}" for key, value in result.content.model_dump().items())
-    emit(result, as_json=args.json, human=human)
+    emit(result, as_json=args.json, human=_describe_artifact(args.family, result))
+    return 0
+
+
+def _describe_artifact(family: str, artifact: Any) -> str:
+    ref = artifact.reference
+    lines = [f"{family} {ref.artifact_id} r{ref.revision}"]
+    lines += content_lines(family, artifact.content.model_dump())
+    lines += evidence_lines(artifact.source_refs, artifact.artifact_refs)
+    return "\n".join(lines)
+
+
+def _list_artifacts(args: argparse.Namespace) -> int:
+    fields: dict[str, Any] = {"scope_id": args.scope, "limit": args.limit}
+    if args.cursor:
+        fields["cursor"] = args.cursor
+    with scoped_client(args) as client:
+        if args.family == "experience":
+            result: Any = client.list_experiences(**fields)
+            items = result.experiences
+        else:
+            result = client.list_skills(**fields)
+            items = result.skills
+    noun = "Experience" if args.family == "experience" else "Skills"
+    blocks = [_describe_artifact(args.family, item) for item in items] or [f"no approved {noun}"]
+    if result.next_cursor:
+        blocks.append(f"more: --cursor {result.next_cursor}")
+    emit(result, as_json=args.json, human="\n\n".join(blocks))
     return 0

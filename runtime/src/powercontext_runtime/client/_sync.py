@@ -46,14 +46,17 @@ from ..contract.review import (
     Candidate,
     CandidateList,
     ExperienceArtifact,
+    ExperienceList,
     GetArtifactRequest,
     GetCandidateRequest,
+    ListArtifactsRequest,
     ListCandidatesRequest,
     ProposeExperienceRequest,
     ProposeSkillRequest,
     RejectCandidateRequest,
     ReviseCandidateRequest,
     SkillArtifact,
+    SkillList,
 )
 from ..contract.system import Capabilities, Liveness, Readiness
 from ._common import (
@@ -132,6 +135,10 @@ class PowerContextClient:
         """Can it reach its database? (no auth)"""
         return self._send("GET", "/health/ready", None, Readiness)
 
+    def get_health(self) -> Readiness:
+        """``/health``: the same answer as :meth:`get_readiness` (no auth)."""
+        return self._send("GET", "/health", None, Readiness)
+
     def get_capabilities(self) -> Capabilities:
         """Schemas, families and modes this runtime serves."""
         return self._send("GET", "/v1/capabilities", None, Capabilities)
@@ -157,6 +164,13 @@ class PowerContextClient:
         body = build(GetArtifactRequest, request, fields)
         return self._send("POST", "/v1/experience/get", body, ExperienceArtifact)
 
+    def list_experiences(
+        self, request: ListArtifactsRequest | None = None, /, **fields: Any
+    ) -> ExperienceList:
+        """Approved Experience at their current heads, in first-approval order, paged."""
+        body = build(ListArtifactsRequest, request, fields)
+        return self._send("POST", "/v1/experience/list", body, ExperienceList)
+
     def propose_skill(
         self, request: ProposeSkillRequest | None = None, /, **fields: Any
     ) -> Candidate:
@@ -170,6 +184,13 @@ class PowerContextClient:
         """Exact re-read of an approved Skill revision."""
         body = build(GetArtifactRequest, request, fields)
         return self._send("POST", "/v1/skill/get", body, SkillArtifact)
+
+    def list_skills(
+        self, request: ListArtifactsRequest | None = None, /, **fields: Any
+    ) -> SkillList:
+        """Approved Skills at their current heads, in first-approval order, paged."""
+        body = build(ListArtifactsRequest, request, fields)
+        return self._send("POST", "/v1/skill/list", body, SkillList)
 
     def list_artifact_candidates(
         self, request: ListCandidatesRequest | None = None, /, **fields: Any

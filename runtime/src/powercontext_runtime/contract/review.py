@@ -14,15 +14,18 @@ __all__ = [
     "Candidate",
     "CandidateList",
     "ExperienceArtifact",
+    "ExperienceList",
     "ExperienceProposal",
     "GetArtifactRequest",
     "GetCandidateRequest",
+    "ListArtifactsRequest",
     "ListCandidatesRequest",
     "ProposeExperienceRequest",
     "ProposeSkillRequest",
     "RejectCandidateRequest",
     "ReviseCandidateRequest",
     "SkillArtifact",
+    "SkillList",
     "SkillProposal",
 ]
 
@@ -105,12 +108,16 @@ CandidateId = EntryId
 Version = Annotated[int, Field(ge=1, lt=limits.INT64_END)]
 
 
+ListLimit = Annotated[int, Field(ge=1, le=limits.LIST_LIMIT_MAX)]
+Cursor = Annotated[str, Field(min_length=1, max_length=512)]
+
+
 class ListCandidatesRequest(StrictModel):
     scope_id: ScopeId
     status: Literal["pending", "approved", "rejected"] = "pending"
     family: Literal["experience", "skill"] | None = None
-    limit: Annotated[int, Field(ge=1, le=limits.LIST_LIMIT_MAX)] = limits.LIST_LIMIT_DEFAULT
-    cursor: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    limit: ListLimit = limits.LIST_LIMIT_DEFAULT
+    cursor: Cursor | None = None
 
 
 class GetCandidateRequest(StrictModel):
@@ -184,3 +191,22 @@ class SkillArtifact(StrictModel):
     content: SkillProposal
     source_refs: list[SourceRef]
     artifact_refs: list[ArtifactRef]
+
+
+class ListArtifactsRequest(StrictModel):
+    """A page of a family's approved artifacts: the current head of each, in the order they
+    were first approved (``list_experiences`` / ``list_skills``)."""
+
+    scope_id: ScopeId
+    limit: ListLimit = limits.LIST_LIMIT_DEFAULT
+    cursor: Cursor | None = None
+
+
+class ExperienceList(StrictModel):
+    experiences: list[ExperienceArtifact]
+    next_cursor: str | None
+
+
+class SkillList(StrictModel):
+    skills: list[SkillArtifact]
+    next_cursor: str | None

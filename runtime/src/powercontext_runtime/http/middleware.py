@@ -32,7 +32,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _log = logging.getLogger("powercontext.http")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-_PUBLIC_PATHS = frozenset({"/health/live", "/health/ready", "/openapi.json"})
+_PUBLIC_PATHS = frozenset({"/health", "/health/live", "/health/ready", "/openapi.json"})
 
 
 class RequestMiddleware:

@@ -9,14 +9,17 @@ from ..contract.review import (
     Candidate,
     CandidateList,
     ExperienceArtifact,
+    ExperienceList,
     GetArtifactRequest,
     GetCandidateRequest,
+    ListArtifactsRequest,
     ListCandidatesRequest,
     ProposeExperienceRequest,
     ProposeSkillRequest,
     RejectCandidateRequest,
     ReviseCandidateRequest,
     SkillArtifact,
+    SkillList,
 )
 from .routes import error_responses, scoped_runtime
 
@@ -40,6 +43,13 @@ def get_experience(body: GetArtifactRequest, request: Request) -> ExperienceArti
     return scoped_runtime(request, body.scope_id).review.get_experience(body)
 
 
+@review_router.post("/v1/experience/list", operation_id="list_experiences", responses=_READ)
+def list_experiences(body: ListArtifactsRequest, request: Request) -> ExperienceList:
+    """The approved Experience of the scope: each at its current head, in the order they were
+    first approved, paged with ``next_cursor``."""
+    return scoped_runtime(request, body.scope_id).review.list_experiences(body)
+
+
 @review_router.post(
     "/v1/skill/propose", operation_id="propose_skill", status_code=201, responses=_WRITE
 )
@@ -51,6 +61,13 @@ def propose_skill(body: ProposeSkillRequest, request: Request) -> Candidate:
 @review_router.post("/v1/skill/get", operation_id="get_skill", responses=_READ)
 def get_skill(body: GetArtifactRequest, request: Request) -> SkillArtifact:
     return scoped_runtime(request, body.scope_id).review.get_skill(body)
+
+
+@review_router.post("/v1/skill/list", operation_id="list_skills", responses=_READ)
+def list_skills(body: ListArtifactsRequest, request: Request) -> SkillList:
+    """The approved Skills of the scope: each at its current head, in the order they were
+    first approved, paged with ``next_cursor``."""
+    return scoped_runtime(request, body.scope_id).review.list_skills(body)
 
 
 @review_router.post(

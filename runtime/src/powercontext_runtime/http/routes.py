@@ -100,6 +100,20 @@ def get_readiness(request: Request) -> Readiness:
 
 
 @router.get(
+    "/health",
+    operation_id="get_health",
+    tags=["health"],
+    responses=error_responses(503),
+    openapi_extra={"security": []},
+)
+def get_health(request: Request) -> Readiness:
+    """The same answer as `/health/ready` (for monitors that probe `/health`): 200 when the
+    runtime can serve, 503 `runtime_not_ready` when its database cannot be written. For a
+    liveness probe that must not fail while the database is down, use `/health/live`."""
+    return get_readiness(request)
+
+
+@router.get(
     "/v1/capabilities",
     operation_id="get_capabilities",
     tags=["system"],

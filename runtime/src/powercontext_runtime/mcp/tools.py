@@ -37,14 +37,17 @@ from ..contract.review import (
     Candidate,
     CandidateList,
     ExperienceArtifact,
+    ExperienceList,
     GetArtifactRequest,
     GetCandidateRequest,
+    ListArtifactsRequest,
     ListCandidatesRequest,
     ProposeExperienceRequest,
     ProposeSkillRequest,
     RejectCandidateRequest,
     ReviseCandidateRequest,
     SkillArtifact,
+    SkillList,
 )
 
 __all__ = ["NEVER_EXPOSED", "TOOLS", "ToolSpec"]
@@ -128,6 +131,10 @@ TOOLS: tuple[ToolSpec, ...] = (
     _tool("get_experience", GetArtifactRequest, ExperienceArtifact,
           lambda rt, body: rt.review.get_experience(body),
           "Read one exact approved Experience revision." + _UNTRUSTED, read_only=True),
+    _tool("list_experiences", ListArtifactsRequest, ExperienceList,
+          lambda rt, body: rt.review.list_experiences(body),
+          "Page through the scope's approved Experience, each at its current head, in the "
+          "order they were first approved (follow next_cursor)." + _UNTRUSTED, read_only=True),
     _tool("propose_skill", ProposeSkillRequest, Candidate,
           lambda rt, body: rt.review.propose_skill(body),
           "Propose a Skill (or a change to one) for review. Approval grants no execution or "
@@ -135,6 +142,11 @@ TOOLS: tuple[ToolSpec, ...] = (
     _tool("get_skill", GetArtifactRequest, SkillArtifact,
           lambda rt, body: rt.review.get_skill(body),
           "Read one exact approved Skill revision." + _UNTRUSTED, read_only=True),
+    _tool("list_skills", ListArtifactsRequest, SkillList,
+          lambda rt, body: rt.review.list_skills(body),
+          "Page through the scope's approved Skills, each at its current head, in the order "
+          "they were first approved (follow next_cursor). A Skill records reviewed "
+          "instructions; it grants no execution right." + _UNTRUSTED, read_only=True),
     _tool("list_artifact_candidates", ListCandidatesRequest, CandidateList,
           lambda rt, body: rt.review.list(body),
           "List Review Inbox candidates (pending by default) in creation order." + _UNTRUSTED,

@@ -13,14 +13,17 @@ from ..contract.review import (
     Candidate,
     CandidateList,
     ExperienceArtifact,
+    ExperienceList,
     GetArtifactRequest,
     GetCandidateRequest,
+    ListArtifactsRequest,
     ListCandidatesRequest,
     ProposeExperienceRequest,
     ProposeSkillRequest,
     RejectCandidateRequest,
     ReviseCandidateRequest,
     SkillArtifact,
+    SkillList,
 )
 from ..store.review import ApprovedExperience, ReviewStore
 
@@ -59,6 +62,22 @@ class ReviewService:
     def get_skill(self, req: GetArtifactRequest) -> SkillArtifact:
         stored = self._store.get_artifact(req.scope_id, "skill", req.artifact)
         return SkillArtifact.model_validate(stored, from_attributes=True)
+
+    def list_experiences(self, req: ListArtifactsRequest) -> ExperienceList:
+        stored, next_cursor = self._store.list_artifacts(
+            req.scope_id, "experience", req.limit, req.cursor
+        )
+        experiences = [ExperienceArtifact.model_validate(s, from_attributes=True) for s in stored]
+        return ExperienceList(experiences=experiences, next_cursor=next_cursor)
+
+    def list_skills(self, req: ListArtifactsRequest) -> SkillList:
+        stored, next_cursor = self._store.list_artifacts(
+            req.scope_id, "skill", req.limit, req.cursor
+        )
+        return SkillList(
+            skills=[SkillArtifact.model_validate(s, from_attributes=True) for s in stored],
+            next_cursor=next_cursor,
+        )
 
     def find_experience(
         self, scope_id: str, terms: Sequence[str], limit: int

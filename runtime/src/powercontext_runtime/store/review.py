@@ -327,6 +327,78 @@ class ReviewStore:
             artifact_refs=ARTIFACT_REFS.validate_json(row.artifact_refs),
         )
 
+    def list_artifacts(
+        self, scope_id: str, family: ReviewedFamily, limit: int, cursor: str | None
+    ) -> tuple[list[StoredArtifact], str | None]:
+        """A page of the scope's approved ``family`` artifacts, each at its current head, in
+        the order they were first approved (revision 1's time, then id) + the next cursor.
+
+        The order never changes when an artifact is revised, so paging neither skips nor
+        repeats an artifact; one approved during paging appears on a later page.
+        """
+        head = _a.alias("head_revision")
+        first = _a.alias("first_revision")
+        query = (
+            select(
+                _h.c.artifact_id,
+                _h.c.revision,
+                head.c.content,
+                head.c.source_refs,
+                head.c.artifact_refs,
+                first.c.created_at.label("first_approved_at"),
+            )
+            .select_from(
+                _h.join(
+                    head,
+                    and_(
+                        head.c.scope_id == _h.c.scope_id,
+                        head.c.family == _h.c.family,
+                        head.c.artifact_id == _h.c.artifact_id,
+                        head.c.revision == _h.c.revision,
+                    ),
+                ).join(
+                    first,
+                    and_(
+                        first.c.scope_id == _h.c.scope_id,
+                        first.c.family == _h.c.family,
+                        first.c.artifact_id == _h.c.artifact_id,
+                        first.c.revision == 1,
+                    ),
+                )
+            )
+            .where(_h.c.scope_id == scope_id, _h.c.family == family)
+            .order_by(first.c.created_at, _h.c.artifact_id)
+            .limit(limit + 1)
+        )
+        if cursor:
+            created_at, artifact_id = decode_cursor(cursor)
+            query = query.where(
+                or_(
+                    first.c.created_at > created_at,
+                    and_(first.c.created_at == created_at, _h.c.artifact_id > artifact_id),
+                )
+            )
+        with self._db.read() as conn:
+            rows = conn.execute(query).all()
+        page = rows[:limit]
+        next_cursor = (
+            encode_cursor(page[-1].first_approved_at, page[-1].artifact_id)
+            if len(rows) > limit
+            else None
+        )
+        items = [
+            StoredArtifact(
+                reference=ArtifactRef(
+                    family=family, artifact_id=row.artifact_id, revision=row.revision
+                ),
+                content=json.loads(row.content),
+                source_refs=SOURCE_REFS.validate_json(row.source_refs),
+                artifact_refs=ARTIFACT_REFS.validate_json(row.artifact_refs),
+            )
+            for row in page
+        ]
+        return items, next_cursor
+
     def search_experience(
         self, scope_id: str, terms: Sequence[str], limit: int
     ) -> list[ApprovedExperience]:

@@ -1,0 +1,387 @@
+"""``doctor``'s host-neutral checks: one line each, ``fail`` makes the command exit 1.
+
+Settings, runtime, token and version are checked over the hook's own transport; the scope with
+the hook's own resolution; the dry run runs the registered command the way the host would. The
+host-specific checks (is the hook registered, trusted) live in each plugin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import tempfile
+import time
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..contract import PREPARED_CONTEXT_SCHEMA
+from ..diagnostics import LOG_FILE_NAME
+from ..host import USER_PROMPT_SUBMIT
+from ..scope import ScopeError, binding_path, explain_scope, find_repository
+from ..settings import (
+    DEFAULT_TCP_URL,
+    HookSettings,
+    SettingsError,
+    agent_token_file,
+    config_file_path,
+)
+from ..transport import HttpFailure, UnixEndpoint, describe_endpoint, exchange
+
+__all__ = [
+    "DOCTOR_PROMPT",
+    "Check",
+    "CheckStatus",
+    "HookRegistration",
+    "bootstrap_check",
+    "dry_run_check",
+    "log_tail",
+    "runtime_checks",
+    "scope_check",
+]
+
+CheckStatus = Literal["ok", "warn", "fail", "skip", "info"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One doctor line. ``fail`` makes ``doctor`` exit 1; ``fix`` says what to do about it."""
+
+    name: str
+    status: CheckStatus
+    message: str
+    fix: str = ""
+
+    def line(self) -> str:
+        label = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip", "info": "    "}
+        text = f"{label[self.status]} {self.name}: {self.message}"
+        return text + (f" — {self.fix}" if self.fix else "")
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "status": self.status, "message": self.message, "fix": self.fix}
+
+
+@dataclass
+class HookRegistration:
+    """What the host has registered for us, as found by a host's doctor checks.
+
+    ``commands`` maps hook names (``user-prompt-submit``) to the command the host will run;
+    ``data_dir`` is where those hooks write their diagnostics log; ``env`` holds variables the
+    host adds for our hooks (e.g. Claude Code ``userConfig`` options).
+    """
+
+    checks: list[Check] = field(default_factory=list)
+    commands: dict[str, str] = field(default_factory=dict)
+    data_dir: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _http_get(
+    settings: HookSettings, path: str, *, token: str | None, timeout: float = 3.0
+) -> tuple[int, bytes] | str:
+    """``(status, body)`` or a short reason the runtime could not be reached.
+
+    The hook's own loopback transport: no proxy variables, no redirects, a bounded body.
+    """
+    headers = {"Accept": "application/json", "User-Agent": "powercontext-doctor"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    outcome = exchange(
+        settings.endpoint,
+        "GET",
+        path,
+        None,
+        headers=headers,
+        stop_at=time.monotonic() + timeout,
+        read_error_bodies=True,
+    )
+    if isinstance(outcome, HttpFailure):
+        return _FAILURE_REASONS[outcome.kind]
+    return outcome.status, outcome.body
+
+
+_FAILURE_REASONS = {
+    "timeout": "timed out",
+    "connection_failed": "connection refused or closed",
+    "untrusted_socket": "refused: not a socket owned by this user, nothing was sent",
+    "oversize": "answer larger than 1 MiB",
+    "redirect": "redirected",
+    "malformed": "not an HTTP answer",
+}
+
+
+def _agent_token_path(env: Mapping[str, str]) -> str:
+    """``<runtime data dir>/auth/agent-token`` for messages (a placeholder if it has none)."""
+    try:
+        return agent_token_file(env)
+    except SettingsError:
+        return "<POWERCONTEXT_HOME>/auth/agent-token"
+
+
+def _token_source(settings: HookSettings, env: Mapping[str, str]) -> str:
+    """Where the token the hook uses comes from, in the order the settings resolve it."""
+    if env.get("POWERCONTEXT_TOKEN", "").strip():
+        return "POWERCONTEXT_TOKEN"
+    if settings.host == "claude-code" and env.get("CLAUDE_PLUGIN_OPTION_TOKEN", "").strip():
+        return "the plugin's token option"
+    path = _agent_token_path(env)
+    try:
+        from_file = Path(path).read_text("utf-8", errors="replace").strip()
+    except OSError:
+        from_file = None
+    if from_file != settings.token:
+        return f"[{settings.host}] in {config_file_path()}"
+    return f"the agent token file {path}"
+
+
+def _unreachable_fix(settings: HookSettings) -> str:
+    if isinstance(settings.endpoint, UnixEndpoint):
+        return (
+            "start it with `powercontext serve` (it listens on this socket and on TCP); a runtime "
+            f"that only listens on TCP needs POWERCONTEXT_URL={DEFAULT_TCP_URL}"
+        )
+    return "start it with `powercontext serve`, or set POWERCONTEXT_URL"
+
+
+def runtime_checks(settings: HookSettings, env: Mapping[str, str]) -> list[Check]:
+    """Reachable (``/health/live``), token accepted and version compatible (``/v1/capabilities``
+    lists ``powercontext.prepared-context.v1``)."""
+    where = describe_endpoint(settings.endpoint)
+    live = _http_get(settings, "/health/live", token=None)
+    if isinstance(live, str) or live[0] != 200:
+        reason = live if isinstance(live, str) else f"HTTP {live[0]}"
+        return [
+            Check(
+                "runtime",
+                "fail",
+                f"not reachable over {where} ({reason})",
+                _unreachable_fix(settings),
+            ),
+            Check("token", "skip", "runtime not reachable"),
+            Check("version", "skip", "runtime not reachable"),
+        ]
+    checks = [Check("runtime", "ok", f"reachable over {where}")]
+    if not settings.token:
+        checks.append(
+            Check(
+                "token",
+                "fail",
+                f"no token configured and {_agent_token_path(env)} does not exist",
+                "set POWERCONTEXT_TOKEN, or POWERCONTEXT_HOME to the runtime's data dir "
+                "(hooks use its agent token, never the operator's auth/token)",
+            )
+        )
+        checks.append(Check("version", "skip", "no token"))
+        return checks
+    answer = _http_get(settings, "/v1/capabilities", token=settings.token)
+    if isinstance(answer, str):
+        return [*checks, Check("token", "fail", f"capabilities request failed ({answer})")]
+    status, body = answer
+    source = _token_source(settings, env)
+    if status in (401, 403):
+        return [
+            *checks,
+            Check(
+                "token",
+                "fail",
+                f"rejected by the runtime (HTTP {status}); it came from {source}",
+                "use the runtime's token (`powercontext token create` for another one)",
+            ),
+            Check("version", "skip", "token rejected"),
+        ]
+    checks.append(Check("token", "ok", f"accepted (from {source})"))
+    if status == 404:
+        checks.append(Check("version", "fail", "the runtime has no /v1/capabilities", "upgrade it"))
+        return checks
+    try:
+        versions = json.loads(body).get("context_versions")
+    except (ValueError, AttributeError):
+        versions = None
+    if status != 200 or not isinstance(versions, list):
+        checks.append(Check("version", "fail", f"unexpected capabilities answer (HTTP {status})"))
+    elif PREPARED_CONTEXT_SCHEMA not in versions:
+        checks.append(
+            Check(
+                "version",
+                "fail",
+                f"the runtime does not serve {PREPARED_CONTEXT_SCHEMA}",
+                "install matching versions of the runtime and the plugin",
+            )
+        )
+    else:
+        checks.append(Check("version", "ok", f"serves {PREPARED_CONTEXT_SCHEMA}"))
+    return checks
+
+
+def scope_check(cwd: str, settings: HookSettings | None) -> Check:
+    """Which scope the hook will use in ``cwd``, and which rule chose it."""
+    override = settings.scope_id if settings is not None else None
+    try:
+        explained = explain_scope(cwd, override)
+    except ScopeError as exc:
+        if "binding" not in str(exc):  # git did not answer in time (an include it cannot read)
+            fix = "check `git config --includes --get remote.origin.url` here, or `bind SCOPE_ID`"
+            return Check("scope", "fail", str(exc), fix)
+        repo = find_repository(cwd)
+        where = f" ({binding_path(repo)})" if repo is not None else ""
+        return Check(
+            "scope", "fail", f"{exc}{where}", "rewrite it with `bind SCOPE_ID` or `bind --clear`"
+        )
+    if explained is None:
+        return Check("scope", "fail", f"no scope for {cwd}", "run doctor inside your project")
+    scope, source = explained
+    repo = find_repository(cwd)
+    rule = {
+        "override": "from the scope_id setting (POWERCONTEXT_SCOPE_ID / plugins.toml)",
+        "binding": f"from the repository binding {binding_path(repo) if repo else ''}".rstrip(),
+        "remote": "from remote.origin.url",
+        "local": (
+            "from the repository root: no remote, `bind` shares memory across clones"
+            if repo is not None
+            else "from this directory (not a git repository)"
+        ),
+    }[source]
+    return Check("scope", "ok", f"{scope} — {rule}")
+
+
+def bootstrap_check(settings: HookSettings, env: Mapping[str, str]) -> Check:
+    """Informational: whether SessionStart bootstrap is on, and which setting decided it (the
+    same order :meth:`HookSettings.load` resolves it in)."""
+    state = "on" if settings.bootstrap else "off"
+    if env.get("POWERCONTEXT_BOOTSTRAP", "").strip():
+        source = "from POWERCONTEXT_BOOTSTRAP"
+    elif settings.host == "claude-code" and env.get("CLAUDE_PLUGIN_OPTION_BOOTSTRAP", "").strip():
+        source = "from the plugin's bootstrap option"
+    else:
+        source = "default"
+        with contextlib.suppress(OSError, RuntimeError, ValueError):
+            path = config_file_path()
+            table = tomllib.loads(Path(path).read_text("utf-8")).get(settings.host)
+            value = table.get("bootstrap") if isinstance(table, dict) else None
+            if value is not None and not (isinstance(value, str) and not value.strip()):
+                source = f"from bootstrap in [{settings.host}] of {path}"
+    hint = "" if settings.bootstrap else "; set POWERCONTEXT_BOOTSTRAP=1 to add it"
+    return Check(
+        "bootstrap",
+        "info",
+        f"{state} ({source}): the SessionStart pack of entries tagged bootstrap-context{hint}",
+    )
+
+
+DOCTOR_PROMPT = "What should I know about this project before I change it?"
+
+
+def _parse_envelope(stdout: bytes) -> str | None:
+    """The ``additionalContext`` of exactly one valid envelope followed by a newline."""
+    text = stdout.decode("utf-8")
+    if not text.endswith("\n") or "\n" in text[:-1]:
+        raise ValueError("the hook must print one JSON object on one line")
+    document = json.loads(text)
+    inner = document.get("hookSpecificOutput") if isinstance(document, dict) else None
+    if (
+        set(document) != {"hookSpecificOutput"}
+        or not isinstance(inner, dict)
+        or set(inner) != {"hookEventName", "additionalContext"}
+        or inner["hookEventName"] != USER_PROMPT_SUBMIT
+        or not isinstance(inner["additionalContext"], str)
+    ):
+        raise ValueError("the envelope does not have exactly the keys the hosts accept")
+    return inner["additionalContext"]
+
+
+_OUTCOME_HELP = {
+    "skipped": (
+        "no prompt, working directory or scope, or invalid settings",
+        "see the lines above",
+    ),
+    "authentication_failed": ("the runtime rejected the token", "see the token line"),
+    "forbidden": ("the token may not use this scope", "use a token granted this scope"),
+    "version_mismatch": ("the runtime is too old for this plugin", "upgrade the runtime"),
+    "server_unavailable": ("the runtime is not reachable or too slow", "see the runtime line"),
+    "invalid_response": ("the runtime's answer broke the contract", "upgrade runtime and plugin"),
+}
+
+
+def dry_run_check(
+    command: str,
+    shell_argv: Sequence[str],
+    payload: Mapping[str, Any],
+    *,
+    env: Mapping[str, str],
+    data_dir_vars: Sequence[str],
+    cwd: str,
+    timeout: float = 15.0,
+) -> Check:
+    """Run the registered hook command the way the host would, on a test prompt, and judge it.
+
+    Prompt capture is switched off and the diagnostics go to a throw-away data dir, so a
+    doctor run neither stores a source nor adds lines to the real log.
+    """
+    with tempfile.TemporaryDirectory(prefix="powercontext-doctor-") as scratch:
+        run_env = dict(env)
+        run_env.update(POWERCONTEXT_DEBUG="1", POWERCONTEXT_CAPTURE_PROMPTS="0")
+        for name in data_dir_vars:
+            run_env[name] = scratch
+        started = time.monotonic()
+        try:
+            completed = subprocess.run(
+                [*shell_argv, command],
+                input=json.dumps(payload).encode("utf-8"),
+                capture_output=True,
+                timeout=timeout,
+                env=run_env,
+                cwd=cwd,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return Check("dry-run", "fail", f"the hook ran longer than {timeout:.0f} s")
+        except OSError as exc:
+            return Check("dry-run", "fail", f"cannot run the hook: {exc.strerror}")
+    elapsed = int((time.monotonic() - started) * 1000)
+    lines = []
+    for raw in completed.stderr.decode("utf-8", "replace").splitlines():
+        with contextlib.suppress(ValueError):
+            line = json.loads(raw)
+            if isinstance(line, dict) and line.get("event") == "context_prepare":
+                lines.append(line)
+    outcome = lines[-1].get("outcome") if lines else None
+    if completed.returncode != 0:
+        return Check(
+            "dry-run",
+            "fail",
+            f"the hook exited with {completed.returncode} (it must always exit 0)",
+            "re-run install; " + completed.stderr.decode("utf-8", "replace").strip()[-300:],
+        )
+    if completed.stdout:
+        try:
+            context = _parse_envelope(completed.stdout)
+        except (ValueError, UnicodeDecodeError, AttributeError) as exc:
+            return Check("dry-run", "fail", f"invalid output: {exc}")
+        size = len((context or "").encode("utf-8"))
+        return Check("dry-run", "ok", f"valid envelope with a {size}-byte pack in {elapsed} ms")
+    if outcome == "empty":
+        return Check(
+            "dry-run",
+            "ok",
+            f"valid empty result in {elapsed} ms: the runtime has nothing relevant for the test "
+            "prompt yet, so nothing is injected",
+        )
+    if outcome in _OUTCOME_HELP:
+        reason, fix = _OUTCOME_HELP[outcome]
+        return Check("dry-run", "fail", f"nothing injected: {outcome} — {reason}", fix)
+    return Check("dry-run", "fail", "the hook printed nothing and no diagnostic line")
+
+
+def log_tail(directory: str | None, count: int) -> list[str]:
+    """The last ``count`` lines of the diagnostics log in ``directory`` (oldest first)."""
+    if directory is None or count <= 0:
+        return []
+    path = Path(directory) / LOG_FILE_NAME
+    try:
+        lines = path.read_text("utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    return lines[-count:]
