@@ -21,12 +21,19 @@ from powercontext_hook_kit import (
 )
 from powercontext_hook_kit.diagnostics import LOG_FILE_NAME
 from powercontext_hook_kit.transport import HttpFailure, HttpResponse
-from tests.hook_kit.conftest import DEBUG_OUTCOMES, SPEC_OUTCOMES, event, hook_env, parse_lines
+from tests.hook_kit.conftest import (
+    DEBUG_OUTCOMES,
+    KIT_OUTCOMES,
+    SPEC_OUTCOMES,
+    event,
+    hook_env,
+    parse_lines,
+)
 from tests.hook_kit.stub import PREPARE, Reply, StubRuntime, prepared_body
 
 
 def test_the_outcome_set_is_the_spec_set_plus_debug_success() -> None:
-    assert set(OUTCOMES) == SPEC_OUTCOMES | DEBUG_OUTCOMES
+    assert set(OUTCOMES) == SPEC_OUTCOMES | KIT_OUTCOMES | DEBUG_OUTCOMES
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,12 @@ __all__ = [
 ]
 
 Event = Literal[
-    "context_prepare", "source_capture", "memory_flush", "context_bootstrap", "bootstrap_receipt"
+    "context_prepare",
+    "source_capture",
+    "capture_spool",
+    "memory_flush",
+    "context_bootstrap",
+    "bootstrap_receipt",
 ]
 
 Outcome = Literal[
@@ -42,18 +47,26 @@ Outcome = Literal[
     "server_unavailable",
     "invalid_response",
     "receipt_rejected",
+    "dropped",
     "injected",
     "captured",
     "flushed",
+    "spooled",
+    "delivered",
 ]
 
-#: Every outcome a line can carry. The first nine are spec 07's closed set; ``injected``,
-#: ``captured`` and ``flushed`` describe success and are only ever written when debugging is on.
+#: Every outcome a line can carry. The first nine are spec 07's closed set; ``dropped`` (the
+#: capture spool gave prompts up: full, expired, refused by the runtime, or not writable) is the
+#: kit's one addition to it; ``injected``, ``captured``, ``flushed``, ``spooled`` and
+#: ``delivered`` describe success and are only ever written when debugging is on.
 OUTCOMES: frozenset[str] = frozenset(Outcome.__args__)  # type: ignore[attr-defined]
 
 #: Outcomes that are normal operation, so they are silent unless debugging: a successful
-#: injection or capture, and a feature the user switched off (one line per prompt would be noise).
-DEBUG_ONLY_OUTCOMES: frozenset[str] = frozenset({"injected", "captured", "flushed", "disabled"})
+#: injection or capture, a prompt kept in (or delivered from) the capture spool, and a feature
+#: the user switched off (one line per prompt would be noise).
+DEBUG_ONLY_OUTCOMES: frozenset[str] = frozenset(
+    {"injected", "captured", "flushed", "spooled", "delivered", "disabled"}
+)
 
 LOG_FILE_NAME = "diagnostics.log"
 _LOG_MAX_BYTES = 256 * 1024
@@ -92,6 +105,12 @@ class _Line(msgspec.Struct, omit_defaults=True):
     context_status: str | None = None
     content_bytes: int | None = None
     duration_ms: int | None = None
+    # ``capture_spool`` only: prompts kept, delivered and given up in this run, and how many
+    # wait in the spool afterwards. Counts, never what the prompts were.
+    spooled: int | None = None
+    delivered: int | None = None
+    dropped: int | None = None
+    pending: int | None = None
 
 
 class _LogLine(_Line, omit_defaults=True):
@@ -139,6 +158,10 @@ class Diagnostics:
         context_status: Literal["ready", "empty", "skipped"] | None = None,
         content_bytes: int | None = None,
         duration_ms: int | None = None,
+        spooled: int | None = None,
+        delivered: int | None = None,
+        dropped: int | None = None,
+        pending: int | None = None,
         quiet: bool = False,
     ) -> None:
         """Record the outcome of one operation: at most one line is ever written per event.
@@ -162,6 +185,10 @@ class Diagnostics:
             context_status=context_status,
             content_bytes=content_bytes,
             duration_ms=duration_ms,
+            spooled=spooled,
+            delivered=delivered,
+            dropped=dropped,
+            pending=pending,
         )
         self._write_stream(line)
         self._append_log(line)

@@ -1,9 +1,13 @@
 """Host-neutral hook flows: what a hook does, written once for every host.
 
 ``user_prompt_submit``: resolve the scope → recall a prepared pack for the prompt (passing the
-session's delivered bootstrap receipt once, so recall does not repeat it) → capture the prompt as
-a source → hand back the validated pack. Recall comes first so a prompt can never recall itself,
-and capture is best-effort: its failure never changes what is injected.
+session's delivered bootstrap receipt once, so recall does not repeat it) → hand the validated
+pack to the caller's ``inject`` (the runner prints it) → deliver what the capture spool holds →
+capture the prompt as a source. Recall comes first so a prompt can never recall itself, and
+capture is best-effort: its failure never changes what is injected. A prompt the runtime could
+not take because it was down is kept in the capture spool (:mod:`.spool`) and delivered, oldest
+first, by the next hook run whose runtime answers — before that run's own prompt, so the
+journal keeps the order in which prompts were written.
 
 ``session_start`` (spec 05 § Host side): resolve the scope → ask for the bootstrap pack (always,
 even when the user's switch is off, so a pending receipt of a replayed event is finalised) →
@@ -16,6 +20,7 @@ Every failure path returns ``None`` (inject nothing) and records one diagnostic 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import msgspec
 
@@ -32,7 +37,8 @@ from .host import USER_PROMPT_SUBMIT, HostInfo, PromptEvent, SessionStartEvent
 from .receipts import ReceiptStore
 from .scope import ScopeError, resolve_scope
 from .settings import HookSettings
-from .transport import Deadline, HttpOutcome, HttpResponse, post_json
+from .spool import CaptureSpool, Verdict
+from .transport import Deadline, HttpFailure, HttpOutcome, HttpResponse, post_json
 
 __all__ = [
     "BOOTSTRAP_LIFECYCLES",
@@ -72,6 +78,18 @@ _NO_CAPTURE_AFTER: frozenset[Outcome] = frozenset(
     {"server_unavailable", "authentication_failed", "forbidden", "version_mismatch"}
 )
 _SOURCE_ID_DOMAIN = b"powercontext.user-prompt-source.v1"
+#: Delivering the spool may take at most this much of one hook run (and never more than its
+#: deadline leaves): a long backlog drains over a few prompts instead of stalling one.
+SPOOL_DELIVERY_SECONDS = 0.5
+#: Below this much time left a delivery request could hardly finish: leave it for the next run.
+_DELIVERY_MIN_SECONDS = 0.05
+#: Answers to a spooled capture that mean it can never be accepted: ``409 source_conflict`` (a
+#: different payload holds its source id), 413/422 (refused as it is), 403 (this token may not
+#: write its scope — resending with the same token cannot help).
+_NEVER_ACCEPTED: frozenset[int] = frozenset({403, 409, 413, 422})
+#: "Not now": the runtime is not serving (503), or it refuses the token (401) or does not know
+#: the endpoint (404, an old runtime) — a configuration to fix, not a reason to lose prompts.
+_DEFER_STATUSES: frozenset[int] = frozenset({401, 404, 503})
 
 
 class _Recall(msgspec.Struct, frozen=True):
@@ -178,6 +196,97 @@ def _capture_body(host: str, scope_id: str, source_id: str, prompt: str) -> byte
         truncated = True
 
 
+class _SpoolRun:
+    """What this hook run did with the capture spool, for its one ``capture_spool`` line."""
+
+    __slots__ = ("delivered", "dropped", "failure", "pending", "spooled", "started", "touched")
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.touched = False  # anything to report at all
+        self.spooled = 0
+        self.delivered = 0
+        self.dropped = 0
+        self.pending = 0
+        self.failure: HttpOutcome | None = None  # the answer that stopped delivery
+
+    def record(self, diagnostics: Diagnostics) -> None:
+        """One line at most: ``dropped`` (always written: prompts were lost), else the failure
+        that stopped delivery, else ``delivered`` / ``spooled`` (debug only)."""
+        if not self.touched:
+            return
+        outcome: Outcome
+        status = None
+        if self.dropped:
+            outcome = "dropped"
+        elif self.failure is not None:
+            outcome = outcome_for(self.failure)
+            status = self.failure.status
+        elif self.delivered:
+            outcome = "delivered"
+        elif self.spooled:
+            outcome = "spooled"
+        else:
+            return
+        diagnostics.record(
+            "capture_spool",
+            outcome,
+            http_status=status,
+            duration_ms=_elapsed_ms(self.started),
+            spooled=self.spooled,
+            delivered=self.delivered,
+            dropped=self.dropped,
+            pending=self.pending,
+        )
+
+
+def _spool_prompt(spool: CaptureSpool, body: bytes, run: _SpoolRun) -> None:
+    report = spool.append(body)
+    run.touched = True
+    run.spooled += int(report.spooled)
+    run.dropped += report.dropped
+    run.pending = report.pending
+
+
+def _delivery_verdict(result: HttpOutcome) -> Verdict:
+    if isinstance(result, HttpResponse):
+        if result.status == 202:
+            return "delivered"
+        if result.status in _NEVER_ACCEPTED:
+            return "rejected"
+        if result.status in _DEFER_STATUSES:
+            return "deferred"
+        return "failed"  # a 500 or another status this endpoint does not give
+    if isinstance(result, HttpFailure) and outcome_for(result) == "server_unavailable":
+        return "deferred"  # refused, missing socket, timeout: nothing (or nothing known) arrived
+    return "failed"  # a malformed, oversized or redirected answer
+
+
+def _deliver_spool(
+    spool: CaptureSpool, settings: HookSettings, deadline: Deadline, run: _SpoolRun
+) -> bool:
+    """Send the spooled captures, oldest first, within :data:`SPOOL_DELIVERY_SECONDS` and the
+    deadline; whether entries remain (or another process is delivering them)."""
+    window = Deadline(min(deadline.at, time.monotonic() + SPOOL_DELIVERY_SECONDS))
+
+    def send(body: bytes) -> Verdict:
+        result = post_json(
+            settings.endpoint, CAPTURE_PATH, body, token=settings.token, deadline=window
+        )
+        verdict = _delivery_verdict(result)
+        if verdict in ("deferred", "failed"):
+            run.failure = result
+        return verdict
+
+    report = spool.deliver(send, lambda: window.remaining() > _DELIVERY_MIN_SECONDS)
+    if report.delivered or report.dropped or report.busy or report.stopped or report.pending:
+        run.touched = True
+    run.delivered += report.delivered
+    run.dropped += report.dropped
+    run.pending = report.pending
+    return report.busy or report.pending > 0
+
+
 def _capture(
     event: PromptEvent,
     host: HostInfo,
@@ -186,10 +295,22 @@ def _capture(
     settings: HookSettings,
     diagnostics: Diagnostics,
     deadline: Deadline,
+    spool: CaptureSpool | None,
+    run: _SpoolRun,
 ) -> None:
+    """Deliver the spool, then capture this prompt — or spool it behind a backlog that is
+    still waiting (order is kept), or when the runtime turned out to be unavailable."""
     start = time.monotonic()
     source_id = prompt_source_id(host.name, scope_id, event.session_id, event.turn_id, prompt)
     body = _capture_body(host.name, scope_id, source_id, prompt)
+    can_spool = spool is not None and settings.capture_spool
+    backlog = _deliver_spool(spool, settings, deadline, run) if spool is not None else False
+    if backlog and spool is not None and can_spool:
+        _spool_prompt(spool, body, run)
+        diagnostics.record("source_capture", "skipped", quiet=True)  # the spool line says why
+        if run.delivered and settings.flush_after_capture:
+            _flush(scope_id, settings, diagnostics, deadline)
+        return
     result = post_json(
         settings.endpoint, CAPTURE_PATH, body, token=settings.token, deadline=deadline
     )
@@ -201,6 +322,8 @@ def _capture(
             _flush(scope_id, settings, diagnostics, deadline)
         return
     _fail("source_capture", result, diagnostics, start)
+    if spool is not None and can_spool and outcome_for(result) == "server_unavailable":
+        _spool_prompt(spool, body, run)
 
 
 def _flush(
@@ -231,6 +354,8 @@ def user_prompt_submit(
     *,
     bootstrap_receipt_id: str | None = None,
     receipts: ReceiptStore | None = None,
+    spool: CaptureSpool | None = None,
+    inject: Callable[[str], None] | None = None,
 ) -> str | None:
     """The pack to inject for this prompt, or ``None``; never raises for runtime behaviour.
 
@@ -238,6 +363,14 @@ def user_prompt_submit(
     When the caller does not pass one, the session's receipt is taken from ``receipts`` and,
     once the prepare call was made — whatever its outcome — consumed there, so only the first
     prompt after a SessionStart sends it (later prompts must not hide entries again).
+
+    ``inject`` is called with the pack as soon as recall has validated it — before the spool is
+    delivered and the prompt captured, so neither can delay what the user gets (the runner
+    prints it there). With ``spool``, a prompt the runtime could not take because it is
+    unavailable (recall or capture: refused, missing socket, timeout, 5xx) is kept there, and
+    when recall got an answer the spool is delivered first (see :func:`_capture`). Nothing is
+    spooled when capture is off, after 401/403/404 (resending would not help), or when the
+    ``capture_spool`` setting is off.
     """
     prompt = event.prompt
     if prompt is None or not prompt.strip():
@@ -259,16 +392,47 @@ def user_prompt_submit(
     finally:
         if local_receipt is not None and receipts is not None:
             receipts.consume(event.session_id, local_receipt)
-    if not settings.capture_prompts:
-        diagnostics.record("source_capture", "disabled")
-    elif recall.outcome in _NO_CAPTURE_AFTER:
-        diagnostics.record("source_capture", "skipped", quiet=True)
-    else:
-        try:
-            _capture(event, host, scope_id, prompt, settings, diagnostics, deadline)
-        except Exception:  # capture is best-effort: even a bug here must not cost the pack
-            diagnostics.record("source_capture", "invalid_response")
+    try:
+        if inject is not None and recall.content is not None:
+            inject(recall.content)
+    finally:  # even a bug while printing the pack must not cost the prompt its capture
+        _capture_turn(
+            event, host, scope_id, prompt, settings, diagnostics, deadline, spool, recall.outcome
+        )
     return recall.content
+
+
+def _capture_turn(
+    event: PromptEvent,
+    host: HostInfo,
+    scope_id: str,
+    prompt: str,
+    settings: HookSettings,
+    diagnostics: Diagnostics,
+    deadline: Deadline,
+    spool: CaptureSpool | None,
+    recall_outcome: Outcome,
+) -> None:
+    if not settings.capture_prompts:
+        diagnostics.record("source_capture", "disabled")  # and the spool is neither fed nor sent
+        return
+    run = _SpoolRun()
+    try:
+        if recall_outcome in _NO_CAPTURE_AFTER:
+            # Down: keep the prompt for later (no second request to a runtime that just failed).
+            # Refused (401/403/404): the capture would be refused the same way; nothing is kept.
+            spooling = recall_outcome == "server_unavailable" and settings.capture_spool
+            if spooling and spool is not None:
+                source_id = prompt_source_id(
+                    host.name, scope_id, event.session_id, event.turn_id, prompt
+                )
+                _spool_prompt(spool, _capture_body(host.name, scope_id, source_id, prompt), run)
+            diagnostics.record("source_capture", "skipped", quiet=True)
+        else:
+            _capture(event, host, scope_id, prompt, settings, diagnostics, deadline, spool, run)
+    except Exception:  # capture is best-effort: even a bug here must not cost the pack
+        diagnostics.record("source_capture", "invalid_response")
+    run.record(diagnostics)
 
 
 # --- SessionStart ------------------------------------------------------------------------------

@@ -1,9 +1,12 @@
 """The hook process contract, shared by every host and every hook.
 
 Read stdin once (bounded in size and time), run the flow, write exactly one compact JSON object
-to stdout or nothing, and return 0 — always. Exit code 2 on ``UserPromptSubmit`` means "block
-and erase the prompt" to both hosts, and any other failure must not cost the user their turn,
-so a top-level guard turns every error (even a bug here) into one diagnostic line instead.
+to stdout or nothing, and return 0 — always. The object is written as soon as the flow has it:
+``UserPromptSubmit`` prints its pack right after recall, before the prompt capture and the
+capture spool's delivery, so neither can delay or change what is injected. Exit code 2 on
+``UserPromptSubmit`` means "block and erase the prompt" to both hosts, and any other failure
+must not cost the user their turn, so a top-level guard turns every error (even a bug here)
+into one diagnostic line instead.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from .flows import session_start, user_prompt_submit
 from .host import SESSION_START, USER_PROMPT_SUBMIT, HostAdapter, HostInfo
 from .receipts import ReceiptStore
 from .settings import HookSettings, SettingsError, debug_enabled, plugin_data_dir
+from .spool import CaptureSpool
 from .transport import Deadline
 
 __all__ = [
@@ -36,8 +40,11 @@ DEFAULT_DEADLINE_SECONDS = 2.0
 _STDIN_CHUNK = 64 * 1024
 
 
+#: ``emit`` writes the hook's one output object (the runner appends ``\n``; later calls are
+#: ignored).
+_Emit = Callable[[bytes], None]
 _HookRun = Callable[
-    [HostAdapter, Mapping[str, Any], Mapping[str, str], Diagnostics, float], bytes | None
+    [HostAdapter, Mapping[str, Any], Mapping[str, str], Diagnostics, float, _Emit], None
 ]
 
 
@@ -52,30 +59,39 @@ def _receipt_store(host: str, env: Mapping[str, str]) -> ReceiptStore:
     return ReceiptStore(lambda: plugin_data_dir(host, env))
 
 
+def _capture_spool(host: str, env: Mapping[str, str]) -> CaptureSpool:
+    """The capture spool in the plugin data dir, located only when first used."""
+    return CaptureSpool(lambda: plugin_data_dir(host, env))
+
+
 def _run_user_prompt_submit(
     adapter: HostAdapter,
     payload: Mapping[str, Any],
     env: Mapping[str, str],
     diagnostics: Diagnostics,
     started: float,
-) -> bytes | None:
+    emit: _Emit,
+) -> None:
     try:
         settings = HookSettings.load(adapter.name, env)
     except SettingsError:
         diagnostics.record("context_prepare", "skipped")
-        return None
+        return
     deadline = Deadline.after(settings.deadline_seconds, start=started)
-    content = user_prompt_submit(
+
+    def inject(content: str) -> None:
+        emit(adapter.render_output(USER_PROMPT_SUBMIT, content))
+
+    user_prompt_submit(
         adapter.prompt_event(payload),
         HostInfo(adapter.name),
         settings,
         diagnostics,
         deadline,
         receipts=_receipt_store(adapter.name, env),
+        spool=_capture_spool(adapter.name, env),
+        inject=inject,
     )
-    if content is None:
-        return None
-    return adapter.render_output(USER_PROMPT_SUBMIT, content)
 
 
 def _run_session_start(
@@ -84,7 +100,8 @@ def _run_session_start(
     env: Mapping[str, str],
     diagnostics: Diagnostics,
     started: float,
-) -> bytes | None:
+    emit: _Emit,
+) -> None:
     event = adapter.session_start_event(payload)
     receipts = _receipt_store(adapter.name, env)
     try:
@@ -92,14 +109,13 @@ def _run_session_start(
     except SettingsError:
         diagnostics.record("context_bootstrap", "skipped")
         receipts.clear(event.session_id)  # no new pack: the old receipt must not linger
-        return None
+        return
     deadline = Deadline.after(settings.deadline_seconds, start=started)
     content = session_start(
         event, HostInfo(adapter.name), settings, diagnostics, deadline, receipts=receipts
     )
-    if content is None:
-        return None
-    return adapter.render_output(SESSION_START, content)
+    if content is not None:
+        emit(adapter.render_output(SESSION_START, content))
 
 
 _HOOKS: dict[str, _Hook] = {
@@ -211,9 +227,14 @@ def run_hook(
         if reported is not None and reported != hook.event_name:
             diagnostics.record(primary, "skipped")
             return 0
-        output = hook.run(adapter, payload, env, diagnostics, started)
-        if output is not None:
-            _write(stdout, output + b"\n")
+        written: list[bool] = []
+
+        def emit(output: bytes) -> None:
+            if not written:  # exactly one object, whatever a flow does
+                written.append(True)
+                _write(stdout, output + b"\n")
+
+        hook.run(adapter, payload, env, diagnostics, started, emit)
     except BaseException:  # the contract: whatever happens, exit 0 and say so on stderr
         try:
             if diagnostics is None:

@@ -232,7 +232,7 @@ def data_dir_variables(host: str) -> tuple[str, str]:
 
 
 def plugin_data_dir(host: str, env: Mapping[str, str]) -> str:
-    """The plugin's persistent data directory (diagnostic log now, receipt store later).
+    """The plugin's persistent data directory (diagnostic log, receipt store, capture spool).
 
     The host's variable wins (:func:`data_dir_variables`), else
     ``<user state dir>/powercontext/<host>``. A directory inside the plugin root is never used:
@@ -353,6 +353,7 @@ _KEYS: dict[str, Callable[[object, str], Any]] = {
     "scope_id": _as_scope,
     "bootstrap": _as_bool,
     "capture_prompts": _as_bool,
+    "capture_spool": _as_bool,
     "flush_after_capture": _as_bool,
     "max_bytes": _as_int(512, 32768),
     "bootstrap_max_bytes": _as_int(512, 8192),
@@ -370,6 +371,7 @@ class HookSettings(msgspec.Struct, frozen=True):
     scope_id: str | None
     bootstrap: bool
     capture_prompts: bool
+    capture_spool: bool
     flush_after_capture: bool
     max_bytes: int
     bootstrap_max_bytes: int
@@ -424,6 +426,7 @@ class HookSettings(msgspec.Struct, frozen=True):
             scope_id=pick("scope_id", None),
             bootstrap=pick("bootstrap", False),
             capture_prompts=pick("capture_prompts", True),
+            capture_spool=pick("capture_spool", True),
             flush_after_capture=pick("flush_after_capture", False),
             max_bytes=pick("max_bytes", 8000),
             bootstrap_max_bytes=pick("bootstrap_max_bytes", 4096),
@@ -435,6 +438,7 @@ class HookSettings(msgspec.Struct, frozen=True):
             f"HookSettings(host={self.host!r}, url={self.url!r}, token="
             f"{'<set>' if self.token else None}, scope_id={'<set>' if self.scope_id else None}, "
             f"bootstrap={self.bootstrap}, capture_prompts={self.capture_prompts}, "
+            f"capture_spool={self.capture_spool}, "
             f"flush_after_capture={self.flush_after_capture}, "
             f"max_bytes={self.max_bytes}, bootstrap_max_bytes={self.bootstrap_max_bytes}, "
             f"deadline_seconds={self.deadline_seconds})"
