@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import stat
+from contextlib import suppress
 
-__all__ = ["NONBLOCKING_READ_FLAGS", "read_regular_file"]
+__all__ = ["NONBLOCKING_READ_FLAGS", "read_regular_file", "replace_with_private_file"]
 
 #: ``O_NONBLOCK``: an open that would wait (a FIFO without writer, some devices) returns at once;
 #: ``O_NOCTTY``: a terminal never becomes the hook's controlling terminal.
@@ -58,3 +59,27 @@ def read_regular_file(path: str, limit: int, *, follow_symlinks: bool = True) ->
         return None
     finally:
         os.close(fd)
+
+
+def replace_with_private_file(temporary: str, path: str, data: bytes) -> None:
+    """Write ``data`` to the new file ``temporary`` (0600 whatever the umask, never through a
+    symlink) and rename it over ``path``: readers see the old bytes or the new, never a mix,
+    and no other user ever can. A directory at ``path`` is never replaced."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(temporary, flags | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0), 0o600)
+    try:
+        try:
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, 0o600)  # exact mode, whatever the umask
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        if os.path.isdir(path):
+            raise IsADirectoryError(path)
+        os.replace(temporary, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise

@@ -31,14 +31,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import Literal
 
 import msgspec
 
 from .contract import is_receipt_id
 from .digest import text_sha256
-from .files import read_regular_file
+from .files import read_regular_file, replace_with_private_file
 
 __all__ = [
     "MAX_SESSIONS",
@@ -229,23 +229,7 @@ def _bounded(entries: dict[str, _Entry]) -> dict[str, _Entry]:
 def _write_atomically(path: str, entries: dict[str, _Entry]) -> None:
     data = _ENCODER.encode(_File(schema=RECEIPTS_SCHEMA, sessions=entries))
     temporary = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        try:
-            if hasattr(os, "fchmod"):
-                os.fchmod(fd, 0o600)  # exact mode, whatever the umask
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        if os.path.isdir(path):  # not ours: a directory is never silently replaced
-            raise IsADirectoryError(path)
-        os.replace(temporary, path)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(temporary)
-        raise
+    replace_with_private_file(temporary, path, data)
 
 
 @contextmanager

@@ -49,7 +49,7 @@ from typing import Literal
 
 import msgspec
 
-from .files import read_regular_file
+from .files import read_regular_file, replace_with_private_file
 from .settings import plugin_data_dir
 
 __all__ = [
@@ -379,25 +379,9 @@ def _unlink(spool: str, name: str) -> bool:
 
 
 def _write_new(spool: str, name: str, data: bytes) -> None:
-    """Write ``data`` to ``<spool>/.<name>.tmp`` (0600, never through a symlink) and rename it
-    to ``name``: readers see the whole entry or none of it."""
-    temporary = os.path.join(spool, f".{name}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(temporary, flags | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0), 0o600)
-    try:
-        try:
-            if hasattr(os, "fchmod"):
-                os.fchmod(fd, 0o600)  # exact mode, whatever the umask
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(temporary, os.path.join(spool, name))
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(temporary)
-        raise
+    """Write ``data`` as ``<spool>/<name>`` through ``<spool>/.<name>.tmp``: readers see the
+    whole entry or none of it."""
+    replace_with_private_file(os.path.join(spool, f".{name}.tmp"), os.path.join(spool, name), data)
 
 
 @contextmanager
