@@ -33,9 +33,14 @@ BOOTSTRAP = "/v1/context/bootstrap"
 RECEIPTS = "/v1/context/bootstrap/receipts"
 HANDOFF_COMMIT = "/v1/handoff/commit"
 HANDOFF_GET = "/v1/handoff/get"
+HANDOFF_NEXT = "/v1/handoff/next"
+HANDOFF_WITHDRAW = "/v1/handoff/withdraw"
 REFS_SET = "/v1/scopes/references/set"
 REFS_GET = "/v1/scopes/references/get"
-BOOTSTRAP_PATHS = (BOOTSTRAP, RECEIPTS, HANDOFF_COMMIT, HANDOFF_GET, REFS_SET, REFS_GET)
+BOOTSTRAP_PATHS = (
+    BOOTSTRAP, RECEIPTS, HANDOFF_COMMIT, HANDOFF_GET, HANDOFF_NEXT, HANDOFF_WITHDRAW, REFS_SET,
+    REFS_GET,
+)  # fmt: skip
 PROPOSE_EXPERIENCE = "/v1/experience/propose"
 GET_EXPERIENCE = "/v1/experience/get"
 LIST_EXPERIENCES = "/v1/experience/list"
@@ -122,6 +127,8 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
                                      "state": ["s"], "disposition": "continuable"}},
         HANDOFF_GET: {"scope_id": scope_id,
                       "artifact": {"family": "handoff", "artifact_id": "handoff", "revision": 1}},
+        HANDOFF_NEXT: {"scope_id": scope_id},
+        HANDOFF_WITHDRAW: {"scope_id": scope_id},
         REFS_SET: {"scope_id": scope_id, "references": ["e2e:some-other-scope"]},
         REFS_GET: {"scope_id": scope_id},
         PROPOSE_EXPERIENCE: {

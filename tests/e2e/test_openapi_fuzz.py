@@ -41,6 +41,8 @@ from tests.e2e.helpers import (
     GET_SKILL,
     HANDOFF_COMMIT,
     HANDOFF_GET,
+    HANDOFF_NEXT,
+    HANDOFF_WITHDRAW,
     LIST,
     LIST_EXPERIENCES,
     LIST_SKILLS,
@@ -233,9 +235,12 @@ def test_successful_answers_of_every_operation_match_the_document(module_daemon:
     # Handoff, references and a bootstrap pack whose receipt is then claimed.
     handoff = call(HANDOFF_COMMIT, valid[HANDOFF_COMMIT])
     call(HANDOFF_GET, {"scope_id": scope, "artifact": handoff["reference"]})
+    assert call(HANDOFF_WITHDRAW, valid[HANDOFF_WITHDRAW])["handoff_ref"] == handoff["reference"]
+    call(HANDOFF_COMMIT, {**valid[HANDOFF_COMMIT], "base": handoff["reference"]})
+    queued = call(HANDOFF_NEXT, valid[HANDOFF_NEXT])["handoff_ref"]
     call(REFS_SET, valid[REFS_SET])
     call(REFS_GET, {"scope_id": scope})
-    pack = call(BOOTSTRAP, {**valid[BOOTSTRAP], "event_id": "walk-1"})
+    pack = call(BOOTSTRAP, {**valid[BOOTSTRAP], "event_id": "walk-1", "handoff_ref": queued})
     assert pack["status"] == "ready", pack
     call(
         RECEIPTS,

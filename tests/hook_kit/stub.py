@@ -25,6 +25,7 @@ from typing import Any
 
 PREPARE = "/v1/context/prepare"
 CAPTURE = "/v1/sources/content"
+HANDOFF_NEXT = "/v1/handoff/next"
 SCHEMA = "powercontext.prepared-context.v1"
 
 
@@ -126,7 +127,7 @@ class StubRuntime:
                     )
                 reply = stub.answer(self.path, body) if stub.answer is not None else None
                 if reply is None:
-                    reply = stub.replies.get(self.path, Reply(404, b'{"error":{}}'))
+                    reply = stub.replies.get(self.path) or _default_reply(self.path, body)
                 stub._answer(self, reply)
 
         self.unix_socket = unix_socket
@@ -193,6 +194,26 @@ class StubRuntime:
         if self.unix_socket is not None:
             with suppress(OSError):
                 os.unlink(self.unix_socket)
+
+
+def next_handoff_body(scope_id: str, revision: int | None) -> bytes:
+    """The runtime's answer to ``POST /v1/handoff/next``."""
+    ref = (
+        None
+        if revision is None
+        else {"family": "handoff", "artifact_id": "handoff", "revision": revision}
+    )
+    queued_at = None if revision is None else 1_700_000_000_000
+    return json.dumps({"scope_id": scope_id, "handoff_ref": ref, "queued_at": queued_at}).encode()
+
+
+def _default_reply(path: str, body: bytes) -> Reply:
+    """Unscripted paths: the Handoff lookup answers like a runtime with nothing queued (it
+    echoes the scope asked about); anything else is an unknown route."""
+    if path == HANDOFF_NEXT:
+        with suppress(ValueError, KeyError, TypeError):
+            return Reply(200, next_handoff_body(json.loads(body)["scope_id"], None))
+    return Reply(404, b'{"error":{}}')
 
 
 @contextmanager

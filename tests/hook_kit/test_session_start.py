@@ -36,7 +36,15 @@ from tests.hook_kit.bootstrap_support import (
     stored_receipts,
 )
 from tests.hook_kit.conftest import TOKEN, event, hook_env, run_in_process
-from tests.hook_kit.stub import PREPARE, Reply, StubRuntime, dead_port, prepared_body
+from tests.hook_kit.stub import (
+    HANDOFF_NEXT,
+    PREPARE,
+    Reply,
+    StubRuntime,
+    dead_port,
+    next_handoff_body,
+    prepared_body,
+)
 
 SLACK = 0.75
 SESSION_START = "SessionStart"
@@ -146,7 +154,7 @@ def test_ready_is_claimed_before_the_exact_pack_is_printed(
     payload = io.BytesIO(json.dumps(session_event()).encode())
     code = run_hook(StandardHostAdapter("codex"), "session-start", payload, stdout, stderr, enabled)
     assert code == 0
-    assert stdout.paths_at_write == [BOOTSTRAP, RECEIPTS]
+    assert stdout.paths_at_write == [HANDOFF_NEXT, BOOTSTRAP, RECEIPTS]
     assert stdout.getvalue().endswith(b"\n") and stdout.getvalue().count(b"\n") == 1
     assert json.loads(stdout.getvalue()) == {
         "hookSpecificOutput": {"hookEventName": SESSION_START, "additionalContext": PACK}
@@ -301,7 +309,7 @@ def test_empty_and_skipped_inject_nothing_and_clear(
         outcome,
         document["status"],
     )
-    assert stub.paths() == [BOOTSTRAP]
+    assert stub.paths() == [HANDOFF_NEXT, BOOTSTRAP]
     assert stored_receipts(data_dir) == {}
 
 
@@ -426,7 +434,7 @@ def test_http_failures_fail_open_and_clear(
         outcome,
         status,
     )
-    assert stub.paths() == [BOOTSTRAP]
+    assert stub.paths() == [HANDOFF_NEXT, BOOTSTRAP]
     assert stored_receipts(data_dir) == {}
 
 
@@ -504,7 +512,7 @@ def test_invalid_bootstrap_responses_are_never_injected(
         "invalid_response",
         200,
     )
-    assert stub.paths() == [BOOTSTRAP]  # never claimed
+    assert stub.paths() == [HANDOFF_NEXT, BOOTSTRAP]  # never claimed
     assert stored_receipts(data_dir) == {}
 
 
@@ -671,3 +679,77 @@ def test_the_receipt_file_holds_no_raw_session_id(
     text = (data_dir / "bootstrap-receipts.json").read_text()
     assert "SENTINEL" not in text
     assert session_key(session) in text and RECEIPT_ID in text
+
+
+# --- the Handoff queued for the next session ---------------------------------------------------
+
+
+def test_the_queued_handoff_is_named_in_the_bootstrap_request(
+    stub: StubRuntime, enabled: dict[str, str]
+) -> None:
+    ready(stub)
+    stub.replies[HANDOFF_NEXT] = Reply(200, next_handoff_body(SCOPE, 3))
+    run = run_session_start(session_event(), enabled)
+    assert run.stdout  # the pack went out
+    assert requests_to(stub, HANDOFF_NEXT) == [{"scope_id": SCOPE}]
+    [request] = requests_to(stub, BOOTSTRAP)
+    assert request["handoff_ref"] == {"family": "handoff", "artifact_id": "handoff", "revision": 3}
+    assert run.lines == []
+
+
+def test_an_older_runtime_without_the_lookup_still_bootstraps(
+    stub: StubRuntime, enabled: dict[str, str]
+) -> None:
+    ready(stub)
+    stub.replies[HANDOFF_NEXT] = Reply(404, b'{"error":{"code":"not_found"}}')
+    run = run_session_start(session_event(), enabled)
+    assert run.stdout
+    assert requests_to(stub, BOOTSTRAP)[0]["handoff_ref"] is None
+    [line] = run.lines
+    assert (line["event"], line["outcome"], line["http_status"]) == (
+        "handoff_lookup",
+        "version_mismatch",
+        404,
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        next_handoff_body("git:github.com/other/repo", 3),
+        next_handoff_body(SCOPE, 0),
+        b'{"scope_id":"x"}',
+        b"[]",
+    ],
+    ids=["another scope", "revision 0", "missing keys", "not an object"],
+)
+def test_an_invalid_lookup_answer_only_costs_the_handoff(
+    stub: StubRuntime, enabled: dict[str, str], body: bytes
+) -> None:
+    ready(stub)
+    stub.replies[HANDOFF_NEXT] = Reply(200, body)
+    run = run_session_start(session_event(), enabled)
+    assert run.stdout
+    assert requests_to(stub, BOOTSTRAP)[0]["handoff_ref"] is None
+    assert run.outcome("handoff_lookup") == "invalid_response"
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [(401, "authentication_failed"), (403, "forbidden"), (503, "server_unavailable")],
+)
+def test_a_runtime_refusing_the_lookup_ends_the_session_start_with_one_line(
+    stub: StubRuntime, enabled: dict[str, str], status: int, outcome: str
+) -> None:
+    ready(stub)
+    stub.replies[HANDOFF_NEXT] = Reply(status, b'{"error":{"code":"x","message":"SENTINEL"}}')
+    run = run_session_start(session_event(), enabled)
+    assert (run.code, run.stdout) == (0, b"")
+    [line] = run.lines
+    assert (line["event"], line["outcome"], line["http_status"]) == (
+        "context_bootstrap",
+        outcome,
+        status,
+    )
+    assert stub.paths() == [HANDOFF_NEXT]
+    assert "SENTINEL" not in run.stderr

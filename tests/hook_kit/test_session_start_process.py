@@ -26,7 +26,7 @@ from tests.hook_kit.bootstrap_support import (
     stored_receipts,
 )
 from tests.hook_kit.conftest import event, parse_lines
-from tests.hook_kit.stub import PREPARE, Reply, StubRuntime, dead_port, prepared_body
+from tests.hook_kit.stub import HANDOFF_NEXT, PREPARE, Reply, StubRuntime, dead_port, prepared_body
 from tests.hook_kit.test_process import process_env, project
 
 
@@ -58,8 +58,8 @@ def test_ready_prints_exactly_one_session_start_envelope(
     assert json.loads(completed.stdout) == {
         "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": PACK}
     }
-    assert stub.paths() == [BOOTSTRAP, RECEIPTS]
-    assert stub.requests[0].json()["integration"] == host
+    assert stub.paths() == [HANDOFF_NEXT, BOOTSTRAP, RECEIPTS]
+    assert stub.requests[1].json()["integration"] == host
     sessions = stored_receipts(tmp_path / "plugin-data")
     assert sessions[session_key("sess-1")]["receipt_id"] == RECEIPT_ID
 

@@ -230,7 +230,7 @@ class Settings:
         prefix = "sqlite:///"
         if self.in_memory or not self.database_url.startswith(prefix):
             return None
-        path = self.database_url[len(prefix):].split("?", 1)[0]
+        path = self.database_url[len(prefix) :].split("?", 1)[0]
         return Path(path) if path else None
 
     @property

@@ -6,9 +6,10 @@ unknown schema or status), and the invariants of specs 04 and 05 must hold. The 
 trims, re-selects or re-renders a pack; when any check fails the whole response is refused and
 nothing is injected.
 
-Three answers are decoded here: the prepared pack of ``UserPromptSubmit``
+Four answers are decoded here: the prepared pack of ``UserPromptSubmit``
 (``powercontext.prepared-context.v1``), the bootstrap pack of ``SessionStart``
-(``powercontext.bootstrap-context.v1``) and the answer to a bootstrap receipt claim.
+(``powercontext.bootstrap-context.v1``), the answer to a bootstrap receipt claim, and which
+Handoff revision waits for the next session (``POST /v1/handoff/next``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = [
     "PreparedContext",
     "RecordedReceipt",
     "decode_bootstrap",
+    "decode_next_handoff",
     "decode_prepared",
     "decode_receipt",
     "is_receipt_id",
@@ -161,7 +163,20 @@ class RecordedReceipt(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     state: Literal["injected", "failed"]
 
 
+class _HandoffRef(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    family: Literal["handoff"]
+    artifact_id: Literal["handoff"]
+    revision: int
+
+
+class _NextHandoff(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    scope_id: str
+    handoff_ref: _HandoffRef | None
+    queued_at: int | None
+
+
 _BOOTSTRAP_DECODER = msgspec.json.Decoder(BootstrapContext)
+_NEXT_HANDOFF_DECODER = msgspec.json.Decoder(_NextHandoff)
 _RECEIPT_DECODER = msgspec.json.Decoder(RecordedReceipt)
 _HEX = frozenset("0123456789abcdef")
 _DIGEST_PREFIX = "sha256:"
@@ -256,3 +271,23 @@ def decode_receipt(body: bytes) -> RecordedReceipt:
     if not is_receipt_id(recorded.receipt_id):
         raise InvalidResponse("the receipt id is not 1..128 visible ASCII characters")
     return recorded
+
+
+def decode_next_handoff(body: bytes, scope_id: str) -> int | None:
+    """The Handoff revision queued for ``scope_id``'s next session, or ``None``.
+
+    The answer must name the scope that was asked about and a positive revision; anything else
+    raises :class:`InvalidResponse` (the hook then bootstraps without a Handoff).
+    """
+    try:
+        answer = _NEXT_HANDOFF_DECODER.decode(body)
+    except (msgspec.MsgspecError, ValueError, TypeError, RecursionError) as exc:
+        raise InvalidResponse("response does not match the next-handoff answer") from exc
+    _check_single_object(body)
+    if answer.scope_id != scope_id:
+        raise InvalidResponse("the next-handoff answer names another scope")
+    if answer.handoff_ref is None:
+        return None
+    if answer.handoff_ref.revision < 1:
+        raise InvalidResponse("a handoff revision must be positive")
+    return answer.handoff_ref.revision

@@ -35,6 +35,7 @@ Event = Literal[
     "memory_flush",
     "context_bootstrap",
     "bootstrap_receipt",
+    "handoff_lookup",
 ]
 
 Outcome = Literal[

@@ -28,6 +28,7 @@ from .contract import (
     BootstrapContext,
     InvalidResponse,
     decode_bootstrap,
+    decode_next_handoff,
     decode_prepared,
     decode_receipt,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "CAPTURE_PATH",
     "EVENT_ID_MAX_CHARS",
     "FLUSH_PATH",
+    "HANDOFF_NEXT_PATH",
     "PREPARE_PATH",
     "QUERY_MAX_CHARS",
     "RECEIPTS_PATH",
@@ -60,6 +62,8 @@ __all__ = [
 PREPARE_PATH = "/v1/context/prepare"
 BOOTSTRAP_PATH = "/v1/context/bootstrap"
 RECEIPTS_PATH = "/v1/context/bootstrap/receipts"
+#: Which Handoff revision the user queued for this scope's next session (docs/bootstrap.md).
+HANDOFF_NEXT_PATH = "/v1/handoff/next"
 BOOTSTRAP_PROFILE = "powercontext.scope-bootstrap.v1"
 #: The lifecycle words the runtime accepts; a host ``source`` outside them is not bootstrapped.
 BOOTSTRAP_LIFECYCLES: frozenset[str] = frozenset(
@@ -478,7 +482,9 @@ def session_start(
     ``receipts`` for the next prompt. A replayed, already injected event keeps the local receipt
     only if it is the one already stored; every other outcome clears it, so a stale receipt
     never de-duplicates a later prompt. ``handoff_ref`` names one Handoff revision
-    (``{"family":"handoff","artifact_id":"handoff","revision":N}``); no host supplies one today.
+    (``{"family":"handoff","artifact_id":"handoff","revision":N}``); without one, and with
+    bootstrap on, the revision the user queued for the next session is asked for and named
+    (the runtime never picks a Handoff by itself; claiming the pack consumes the queue).
     """
     session_id = event.session_id
     source = event.source
@@ -495,6 +501,13 @@ def session_start(
         _forget(receipts, session_id)
         return None
     start = time.monotonic()
+    if handoff_ref is None and settings.bootstrap:
+        lookup = _queued_handoff(scope_id, settings, diagnostics, deadline)
+        if lookup.failure is not None:
+            _fail("context_bootstrap", lookup.failure, diagnostics, start)
+            _forget(receipts, session_id)
+            return None
+        handoff_ref = lookup.ref
     request = {
         "scope_id": scope_id,
         "enabled": settings.bootstrap,
@@ -532,6 +545,57 @@ def session_start(
     return _claim_and_deliver(
         pack, scope_id, session_id, settings, diagnostics, deadline, receipts, start
     )
+
+
+class _HandoffLookup(msgspec.Struct, frozen=True):
+    ref: dict[str, object] | None = None
+    #: Set when the runtime cannot serve this session at all: bootstrap would fail the same way.
+    failure: HttpOutcome | None = None
+
+
+#: Lookup outcomes that mean the bootstrap request itself would fail too.
+_RUNTIME_REFUSED: frozenset[Outcome] = frozenset(
+    {"server_unavailable", "authentication_failed", "forbidden"}
+)
+
+
+def _queued_handoff(
+    scope_id: str, settings: HookSettings, diagnostics: Diagnostics, deadline: Deadline
+) -> _HandoffLookup:
+    """The Handoff the user queued for this scope's next session, as a ``handoff_ref``.
+
+    A runtime that is down or refuses the token ends the SessionStart here (one
+    ``context_bootstrap`` line, as if bootstrap itself had failed); an older runtime (404) or
+    an invalid answer only costs the Handoff: bootstrap goes on without one.
+    """
+    start = time.monotonic()
+    result = post_json(
+        settings.endpoint,
+        HANDOFF_NEXT_PATH,
+        msgspec.json.encode({"scope_id": scope_id}),
+        token=settings.token,
+        deadline=deadline,
+    )
+    if not (isinstance(result, HttpResponse) and result.status == 200):
+        if outcome_for(result) in _RUNTIME_REFUSED:
+            return _HandoffLookup(failure=result)
+        diagnostics.record(
+            "handoff_lookup",
+            outcome_for(result),
+            http_status=result.status,
+            duration_ms=_elapsed_ms(start),
+        )
+        return _HandoffLookup()
+    try:
+        revision = decode_next_handoff(result.body, scope_id)
+    except InvalidResponse:
+        diagnostics.record(
+            "handoff_lookup", "invalid_response", http_status=200, duration_ms=_elapsed_ms(start)
+        )
+        return _HandoffLookup()
+    if revision is None:
+        return _HandoffLookup()
+    return _HandoffLookup({"family": "handoff", "artifact_id": "handoff", "revision": revision})
 
 
 def _not_ready(

@@ -30,10 +30,25 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     )
     p.add_argument("content", help="powercontext.handoff.v1 JSON, @FILE, or - for stdin")
     p.add_argument("--base", type=int, help="the revision this continues (omit for the first)")
+    p.add_argument(
+        "--no-deliver",
+        dest="deliver",
+        action="store_false",
+        help="only store the revision; by default the scope's next session (with bootstrap "
+        "on) receives it once",
+    )
     p.set_defaults(handler=_commit)
     p = verbs.add_parser("get", help="an exact revision", parents=[scoped])
     p.add_argument("--revision", type=int, required=True)
     p.set_defaults(handler=_get)
+    p = verbs.add_parser(
+        "next", help="the revision waiting for the next session, if any", parents=[scoped]
+    )
+    p.set_defaults(handler=_next)
+    p = verbs.add_parser(
+        "withdraw", help="stop the waiting revision from reaching a session", parents=[scoped]
+    )
+    p.set_defaults(handler=_withdraw)
 
     scope = sub.add_parser("scope", help="scope settings")
     scope_verbs = scope.add_subparsers(dest="area", required=True, metavar="AREA")
@@ -58,12 +73,39 @@ def _commit(args: argparse.Namespace) -> int:
             scope_id=args.scope,
             base=base,
             content=json_argument(args.content, "CONTENT"),
+            deliver_next_session=args.deliver,
         )
-    emit(
-        result.model_dump(mode="json", by_alias=True),
-        as_json=args.json,
-        human=f"handoff revision {result.reference.revision}",
+    human = f"handoff revision {result.reference.revision}"
+    if result.queued:
+        human += _QUEUED_NOTE
+    emit(result.model_dump(mode="json", by_alias=True), as_json=args.json, human=human)
+    return 0
+
+
+#: What a queued revision means for the user (docs/bootstrap.md, "Handing off to the next
+#: session"): delivery rides on SessionStart bootstrap, which is off by default.
+_QUEUED_NOTE = " (queued: the next session of this scope receives it once, if bootstrap is on)"
+
+
+def _next(args: argparse.Namespace) -> int:
+    with scoped_client(args) as client:
+        result = client.next_handoff(scope_id=args.scope)
+    ref = result.handoff_ref
+    human = "no handoff is waiting" if ref is None else f"handoff revision {ref.revision} waits"
+    emit(result.model_dump(mode="json"), as_json=args.json, human=human)
+    return 0
+
+
+def _withdraw(args: argparse.Namespace) -> int:
+    with scoped_client(args) as client:
+        result = client.withdraw_handoff(scope_id=args.scope)
+    ref = result.handoff_ref
+    human = (
+        "no handoff was waiting"
+        if ref is None
+        else f"withdrew handoff revision {ref.revision} (it stays readable)"
     )
+    emit(result.model_dump(mode="json"), as_json=args.json, human=human)
     return 0
 
 

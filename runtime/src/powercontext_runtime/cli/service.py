@@ -93,6 +93,7 @@ def systemd_unit(arguments: tuple[str, ...]) -> str:
 
 def launchd_plist(arguments: tuple[str, ...], log_file: Path) -> str:
     import plistlib  # macOS only: kept off every other command's start-up
+
     document = {
         "Label": LAUNCHD_LABEL,
         "ProgramArguments": list(arguments),
@@ -120,9 +121,7 @@ def plan_for(settings: Settings, platform: str, env: dict[str, str]) -> ServiceP
         return ServicePlan(
             platform, path / f"{LAUNCHD_LABEL}.plist", launchd_plist(arguments, log_file), arguments
         )
-    return ServicePlan(
-        "systemd", _systemd_dir(env) / UNIT_NAME, systemd_unit(arguments), arguments
-    )
+    return ServicePlan("systemd", _systemd_dir(env) / UNIT_NAME, systemd_unit(arguments), arguments)
 
 
 def current_platform() -> str:
@@ -210,15 +209,23 @@ def _install(args: argparse.Namespace) -> int:
     previous = plan.path.read_text(encoding="utf-8") if plan.path.exists() else None
     plan.path.parent.mkdir(parents=True, exist_ok=True)
     write_private_file(plan.path, plan.content)
-    started, detail = (False, "not started (--no-start)") if args.no_start else _run(
-        _manager(platform, plan, "install")
+    started, detail = (
+        (False, "not started (--no-start)")
+        if args.no_start
+        else _run(_manager(platform, plan, "install"))
     )
     changed = "unchanged" if previous == plan.content else "written"
     start = shlex.join(_manager(platform, plan, "install")[-1])
     hint = "" if started or args.no_start else f"\nthe unit is in place; start it: {start}"
     emit(
-        {"platform": platform, "path": str(plan.path), "file": changed, "started": started,
-         "detail": detail, "command": list(plan.arguments)},
+        {
+            "platform": platform,
+            "path": str(plan.path),
+            "file": changed,
+            "started": started,
+            "detail": detail,
+            "command": list(plan.arguments),
+        },
         as_json=args.json,
         human=f"{platform} unit {changed}: {plan.path}\nstarted: {'yes' if started else detail}"
         + hint,
@@ -238,8 +245,13 @@ def _uninstall(args: argparse.Namespace) -> int:
     if platform == "systemd":
         _run([["systemctl", "--user", "daemon-reload"]])
     emit(
-        {"platform": platform, "path": str(plan.path), "removed": True, "stopped": stopped,
-         "detail": detail},
+        {
+            "platform": platform,
+            "path": str(plan.path),
+            "removed": True,
+            "stopped": stopped,
+            "detail": detail,
+        },
         as_json=args.json,
         human=f"removed {plan.path}" + ("" if stopped else f" (stopping it: {detail})"),
     )
@@ -252,8 +264,13 @@ def _status(args: argparse.Namespace) -> int:
     installed = plan.path.exists()
     running, detail = _run(_manager(platform, plan, "status")) if installed else (False, "-")
     emit(
-        {"platform": platform, "path": str(plan.path), "installed": installed,
-         "running": running, "detail": detail},
+        {
+            "platform": platform,
+            "path": str(plan.path),
+            "installed": installed,
+            "running": running,
+            "detail": detail,
+        },
         as_json=args.json,
         human=(
             f"{platform} unit: {plan.path} ({'installed' if installed else 'not installed'})\n"

@@ -19,6 +19,8 @@ from ..contract.bootstrap import (
     GetContextReferencesRequest,
     GetHandoffRequest,
     HandoffResult,
+    NextHandoff,
+    NextHandoffRequest,
     RecordReceiptRequest,
     RecordReceiptResponse,
     SetContextReferencesRequest,
@@ -263,6 +265,20 @@ class AsyncPowerContextClient:
         """Exact re-read of a Handoff revision."""
         body = build(GetHandoffRequest, request, fields)
         return await self._send("POST", "/v1/handoff/get", body, HandoffResult)
+
+    async def next_handoff(
+        self, request: NextHandoffRequest | None = None, /, **fields: Any
+    ) -> NextHandoff:
+        """The Handoff revision queued for the scope's next session (``handoff_ref`` null: none)."""
+        body = build(NextHandoffRequest, request, fields)
+        return await self._send("POST", "/v1/handoff/next", body, NextHandoff)
+
+    async def withdraw_handoff(
+        self, request: NextHandoffRequest | None = None, /, **fields: Any
+    ) -> NextHandoff:
+        """Un-queue the scope's waiting Handoff; returns what was withdrawn."""
+        body = build(NextHandoffRequest, request, fields)
+        return await self._send("POST", "/v1/handoff/withdraw", body, NextHandoff)
 
     async def set_context_references(
         self, request: SetContextReferencesRequest | None = None, /, **fields: Any

@@ -19,6 +19,8 @@ from ..contract.bootstrap import (
     GetContextReferencesRequest,
     GetHandoffRequest,
     HandoffResult,
+    NextHandoff,
+    NextHandoffRequest,
     RecordReceiptRequest,
     RecordReceiptResponse,
     SetContextReferencesRequest,
@@ -261,6 +263,20 @@ class PowerContextClient:
         """Exact re-read of a Handoff revision."""
         body = build(GetHandoffRequest, request, fields)
         return self._send("POST", "/v1/handoff/get", body, HandoffResult)
+
+    def next_handoff(
+        self, request: NextHandoffRequest | None = None, /, **fields: Any
+    ) -> NextHandoff:
+        """The Handoff revision queued for the scope's next session (``handoff_ref`` null: none)."""
+        body = build(NextHandoffRequest, request, fields)
+        return self._send("POST", "/v1/handoff/next", body, NextHandoff)
+
+    def withdraw_handoff(
+        self, request: NextHandoffRequest | None = None, /, **fields: Any
+    ) -> NextHandoff:
+        """Un-queue the scope's waiting Handoff; returns what was withdrawn."""
+        body = build(NextHandoffRequest, request, fields)
+        return self._send("POST", "/v1/handoff/withdraw", body, NextHandoff)
 
     def set_context_references(
         self, request: SetContextReferencesRequest | None = None, /, **fields: Any

@@ -23,6 +23,8 @@ __all__ = [
     "HandoffContent",
     "HandoffRef",
     "HandoffResult",
+    "NextHandoff",
+    "NextHandoffRequest",
     "RecordReceiptRequest",
     "RecordReceiptResponse",
     "SetContextReferencesRequest",
@@ -62,6 +64,9 @@ class CommitHandoffRequest(StrictModel):
     scope_id: ScopeId
     base: HandoffRef | None
     content: HandoffContent
+    #: Queue this revision for the scope's next session: the hooks name it in their next
+    #: bootstrap request, and the first injected delivery consumes the queue (docs/bootstrap.md).
+    deliver_next_session: bool = True
 
 
 class GetHandoffRequest(StrictModel):
@@ -72,6 +77,20 @@ class GetHandoffRequest(StrictModel):
 class HandoffResult(StrictModel):
     reference: HandoffRef
     content: HandoffContent
+    #: Whether this revision is the one waiting for the scope's next session.
+    queued: bool = False
+
+
+class NextHandoffRequest(StrictModel):
+    scope_id: ScopeId
+
+
+class NextHandoff(StrictModel):
+    """The Handoff revision queued for the scope's next session (``null``: none waits)."""
+
+    scope_id: str
+    handoff_ref: HandoffRef | None
+    queued_at: int | None = None
 
 
 def _distinct(values: list[str]) -> list[str]:

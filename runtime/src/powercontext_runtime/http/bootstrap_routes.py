@@ -12,6 +12,8 @@ from ..contract.bootstrap import (
     GetContextReferencesRequest,
     GetHandoffRequest,
     HandoffResult,
+    NextHandoff,
+    NextHandoffRequest,
     RecordReceiptRequest,
     RecordReceiptResponse,
     SetContextReferencesRequest,
@@ -64,6 +66,23 @@ def commit_handoff(body: CommitHandoffRequest, request: Request) -> HandoffResul
 )
 def get_handoff(body: GetHandoffRequest, request: Request) -> HandoffResult:
     return scoped_runtime(request, body.scope_id).bootstrap.get_handoff(body)
+
+
+@bootstrap_router.post(
+    "/v1/handoff/next", operation_id="next_handoff", tags=["handoff"], responses=_READ
+)
+def next_handoff(body: NextHandoffRequest, request: Request) -> NextHandoff:
+    """The Handoff revision queued for the scope's next session, if any (hooks call this
+    before bootstrap and name it in ``handoff_ref``)."""
+    return scoped_runtime(request, body.scope_id).bootstrap.next_handoff(body)
+
+
+@bootstrap_router.post(
+    "/v1/handoff/withdraw", operation_id="withdraw_handoff", tags=["handoff"], responses=_WRITE
+)
+def withdraw_handoff(body: NextHandoffRequest, request: Request) -> NextHandoff:
+    """Un-queue the waiting Handoff; answers with what was withdrawn (``null``: nothing)."""
+    return scoped_runtime(request, body.scope_id).bootstrap.withdraw_handoff(body)
 
 
 @bootstrap_router.post(

@@ -171,7 +171,9 @@ TOOLS: tuple[ToolSpec, ...] = (
           lambda rt, body: rt.bootstrap.commit_handoff(body),
           "Commit the scope's next Handoff revision (objective, state, disposition, next "
           "action, omissions). base is the revision you continue from (null for the first); "
-          "a stale base is an artifact_conflict naming the current one."),
+          "a stale base is an artifact_conflict naming the current one. By default the "
+          "revision is queued for the scope's next session (deliver_next_session: false "
+          "to only store it)."),
     _tool("get_handoff", GetHandoffRequest, HandoffResult,
           lambda rt, body: rt.bootstrap.get_handoff(body),
           "Re-read an exact Handoff revision." + _UNTRUSTED, read_only=True),

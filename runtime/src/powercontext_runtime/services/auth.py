@@ -52,6 +52,7 @@ OPERATION_CAPABILITIES: dict[str, Capability | None] = {
     "list_artifact_candidates": "read",
     "get_artifact_candidate": "read",
     "get_handoff": "read",
+    "next_handoff": "read",
     "get_context_references": "read",
     # Direct writes: Memory, captured sources, Handoff.
     "remember_memory": "write",
@@ -60,6 +61,7 @@ OPERATION_CAPABILITIES: dict[str, Capability | None] = {
     "capture_content_source": "write",
     "flush_memory": "write",
     "commit_handoff": "write",
+    "withdraw_handoff": "write",
     # The Review Inbox: anyone may propose, only a reviewer decides.
     "propose_experience": "propose",
     "propose_skill": "propose",

@@ -23,6 +23,8 @@ from ..contract.bootstrap import (
     HandoffContent,
     HandoffRef,
     HandoffResult,
+    NextHandoff,
+    NextHandoffRequest,
     RecordReceiptRequest,
     RecordReceiptResponse,
     SetContextReferencesRequest,
@@ -83,6 +85,14 @@ class BootstrapService:
 
     def get_handoff(self, req: GetHandoffRequest) -> HandoffResult:
         return self._store.get_handoff(req.scope_id, req.artifact)
+
+    def next_handoff(self, req: NextHandoffRequest) -> NextHandoff:
+        """The revision the user queued for the next session. The host names it in its
+        bootstrap request itself, so the pack still only carries a Handoff the caller named."""
+        return self._store.next_handoff(req.scope_id)
+
+    def withdraw_handoff(self, req: NextHandoffRequest) -> NextHandoff:
+        return self._store.withdraw_handoff(req.scope_id)
 
     # -- the pack --------------------------------------------------------------------------
 

@@ -46,9 +46,7 @@ class ContextService:
     def _prepare(self, req: PrepareContextRequest, principal: Principal) -> PreparedContext:
         delivered = (
             frozenset(
-                self._bootstrap.delivered_whole(
-                    req.scope_id, req.bootstrap_receipt_id, principal
-                )
+                self._bootstrap.delivered_whole(req.scope_id, req.bootstrap_receipt_id, principal)
             )
             if req.bootstrap_receipt_id
             else frozenset()

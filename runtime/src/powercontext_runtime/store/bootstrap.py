@@ -20,6 +20,7 @@ from ..contract.bootstrap import (
     HandoffContent,
     HandoffRef,
     HandoffResult,
+    NextHandoff,
     SetContextReferencesRequest,
 )
 from ..contract.limits import BOOTSTRAP_TAG
@@ -30,6 +31,7 @@ from .schema import (
     artifact_heads,
     artifact_revisions,
     bootstrap_receipts,
+    handoff_deliveries,
     memory_entries,
     memory_heads,
     memory_versions,
@@ -43,6 +45,7 @@ PURGE_BATCH = 100
 _h = artifact_heads
 _a = artifact_revisions
 _r = bootstrap_receipts
+_d = handoff_deliveries
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,9 +182,16 @@ class BootstrapStore:
                     created_at=now,
                 )
             )
+            if req.deliver_next_session:
+                # The scope's row is locked by the head update above, so replacing it is safe.
+                conn.execute(delete(_d).where(_d.c.scope_id == req.scope_id))
+                conn.execute(
+                    insert(_d).values(scope_id=req.scope_id, revision=revision, queued_at=now)
+                )
             return HandoffResult(
                 reference=HandoffRef(family="handoff", artifact_id="handoff", revision=revision),
                 content=req.content,
+                queued=req.deliver_next_session,
             )
 
         return self._db.write(work)
@@ -196,9 +206,34 @@ class BootstrapStore:
                     _a.c.revision == ref.revision,
                 )
             ).scalar()
+            queued = conn.execute(select(_d.c.revision).where(_d.c.scope_id == scope_id)).scalar()
         if content is None:
             raise NotFoundError("no such handoff revision", code="artifact_not_found")
-        return HandoffResult(reference=ref, content=HandoffContent.model_validate_json(content))
+        return HandoffResult(
+            reference=ref,
+            content=HandoffContent.model_validate_json(content),
+            queued=queued == ref.revision,
+        )
+
+    def next_handoff(self, scope_id: str) -> NextHandoff:
+        with self._db.read() as conn:
+            row = conn.execute(
+                select(_d.c.revision, _d.c.queued_at).where(_d.c.scope_id == scope_id)
+            ).first()
+        return _next_handoff(scope_id, row)
+
+    def withdraw_handoff(self, scope_id: str) -> NextHandoff:
+        """Un-queue the scope's waiting Handoff (the revision itself stays readable)."""
+
+        def work(conn: Connection) -> NextHandoff:
+            row = conn.execute(
+                select(_d.c.revision, _d.c.queued_at).where(_d.c.scope_id == scope_id)
+            ).first()
+            if row is not None:
+                conn.execute(delete(_d).where(_d.c.scope_id == scope_id))
+            return _next_handoff(scope_id, row)
+
+        return self._db.write(work)
 
     # -- eligible memory ----------------------------------------------------------------------
 
@@ -343,6 +378,8 @@ class BootstrapStore:
                 .values(state=state, updated_at=now_ms())
             ).rowcount
             if changed == 1:
+                if state == "injected":
+                    _consume_delivered_handoff(conn, scope_id, receipt_id)
                 return None
             stored = conn.execute(select(_r.c.state, _r.c.expires_at).where(*mine)).first()
             if stored is None or stored.expires_at <= now_ms():
@@ -366,6 +403,23 @@ class BootstrapStore:
             return len(ids)
 
         return self._db.write(work)
+
+
+def _next_handoff(scope_id: str, row: Any) -> NextHandoff:
+    if row is None:
+        return NextHandoff(scope_id=scope_id, handoff_ref=None)
+    ref = HandoffRef(family="handoff", artifact_id="handoff", revision=row.revision)
+    return NextHandoff(scope_id=scope_id, handoff_ref=ref, queued_at=row.queued_at)
+
+
+def _consume_delivered_handoff(conn: Connection, scope_id: str, receipt_id: str) -> None:
+    """A receipt just claimed ``injected``: if it carried the queued Handoff revision, that
+    delivery is done. A newer revision queued meanwhile stays queued."""
+    items = conn.execute(select(_r.c["items"]).where(_r.c.receipt_id == receipt_id)).scalar()
+    for item in json.loads(items or "[]"):
+        if item.get("kind") == "handoff" and item.get("scope_id") == scope_id:
+            revision = item["citation"]["artifact_ref"]["revision"]
+            conn.execute(delete(_d).where(_d.c.scope_id == scope_id, _d.c.revision == revision))
 
 
 def _receipt(row: Any) -> ReceiptRecord:

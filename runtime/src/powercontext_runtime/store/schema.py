@@ -227,6 +227,18 @@ scope_references = Table(
     **_TABLE_OPTIONS,
 )
 
+# The Handoff revision queued for a scope's next session (at most one per scope). The hooks
+# read it before their bootstrap request and name it there; claiming an injected receipt that
+# delivered this exact revision deletes the row, so the next session receives it once.
+handoff_deliveries = Table(
+    "handoff_deliveries",
+    metadata,
+    Column("scope_id", String(256), primary_key=True),
+    Column("revision", Integer, nullable=False),
+    Column("queued_at", BigInteger, nullable=False),
+    **_TABLE_OPTIONS,
+)
+
 # Delivery receipts. Never the prompt, content, transcript path, raw event id or host error:
 # only identity metadata, hashed event key, fingerprint, exact item references and digests.
 bootstrap_receipts = Table(
