@@ -113,9 +113,11 @@ def test_the_template_registers_user_prompt_submit_and_offers_the_settings() -> 
         "scope_id",
         "bootstrap",
         "capture_prompts",
+        "capture_spool",
         "max_bytes",
     }
     assert options["bootstrap"]["type"] == "boolean"  # CLAUDE_PLUGIN_OPTION_BOOTSTRAP
+    assert options["capture_spool"]["type"] == "boolean"  # …_OPTION_CAPTURE_SPOOL
     assert all("default" not in option for option in options.values())
     assert options["token"]["sensitive"] is True
 

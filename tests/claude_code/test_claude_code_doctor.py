@@ -4,6 +4,7 @@ line per check, exit 1 on any failure, and a fix for each failure."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from tests.claude_code.conftest import PLUGIN_ID, ClaudeSandbox
@@ -32,9 +33,12 @@ def test_doctor_is_healthy_after_install(
         "token",
         "version",
         "scope",
+        "handoff",
         "host",
         "hooks",
         "dry-run",
+        "mcp",
+        "capture spool",
     ]
     assert all(c["status"] in ("ok", "info") for c in report["checks"]), report
     assert checks["scope"]["message"] == f"{scope} — from the scope_id setting " + (
@@ -46,6 +50,9 @@ def test_doctor_is_healthy_after_install(
     assert checks["bootstrap"]["message"].startswith("off (default)")
     assert checks["dry-run"]["message"].startswith("valid envelope with a ")
     assert checks["host"]["message"].startswith("Claude Code 2.1.328")
+    mcp = checks["mcp"]["message"]
+    assert re.fullmatch(rf"\d+ tools over {re.escape(runtime_daemon.url)}", mcp), mcp
+    assert checks["capture spool"]["message"] == "on, no prompts waiting, none dropped"
 
 
 def test_doctor_uses_the_plugin_options_the_hook_gets(
@@ -67,6 +74,9 @@ def test_doctor_uses_the_plugin_options_the_hook_gets(
     assert checks["bootstrap"]["status"] == "info"
     assert checks["bootstrap"]["message"].startswith("on (from the plugin's bootstrap option)")
     assert checks["runtime"]["status"] == "fail"
+    # The MCP server gets the url option through ``${user_config.url}`` in .mcp.json.
+    assert checks["mcp"]["status"] == "fail"
+    assert "not reachable at TCP 127.0.0.1:1 " in checks["mcp"]["message"]
 
 
 def test_doctor_reports_a_runtime_that_is_down(live: ClaudeSandbox) -> None:
@@ -155,3 +165,33 @@ def test_doctor_fails_when_session_start_is_not_registered(live: ClaudeSandbox) 
     assert checks["bootstrap"]["message"].startswith("on (from POWERCONTEXT_BOOTSTRAP)")
     live.run_json("install", "--no-host-cli")
     assert checks_by_name(live.doctor("--no-host-cli")[1])["hooks"]["status"] == "ok"
+
+
+def test_doctor_starts_the_registered_mcp_server_and_fails_when_the_runtime_is_down(
+    live: ClaudeSandbox, host_clis: HostCLIs
+) -> None:
+    live.with_host_cli(host_clis)
+    live.run_json("install")
+    home = live.home / "no-runtime"
+    home.mkdir()
+    code, report = live.doctor(POWERCONTEXT_URL="", POWERCONTEXT_HOME=str(home))
+    mcp = checks_by_name(report)["mcp"]
+    assert code == 1 and mcp["status"] == "fail"
+    assert mcp["message"] == (
+        f"tools/list failed: PowerContext runtime is not reachable at unix socket "
+        f"{home}/powercontext.sock (connection refused or closed); start it with "
+        "`powercontext serve`, or point POWERCONTEXT_URL at it"
+    )
+
+
+def test_doctor_warns_when_the_mcp_server_could_review(
+    live: ClaudeSandbox, host_clis: HostCLIs, runtime_daemon: Daemon
+) -> None:
+    """The operator's token lists the review tools: an agent must never get it."""
+    live.with_host_cli(host_clis)
+    live.run_json("install")
+    code, report = live.doctor(POWERCONTEXT_TOKEN=runtime_daemon.token)
+    mcp = checks_by_name(report)["mcp"]
+    assert code == 0 and mcp["status"] == "warn"
+    assert "including the review tools" in mcp["message"]
+    assert runtime_daemon.token not in json.dumps(report)

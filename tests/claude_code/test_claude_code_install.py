@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from powercontext_hook_kit.install import mcp_command
 from tests.claude_code.conftest import MODULE, PLUGIN_ID, ClaudeSandbox, our_handlers
 from tests.support.daemon import Daemon
 from tests.support.hosts import HostCLIs
@@ -155,8 +156,17 @@ def test_install_with_claude_registers_the_plugin(live: ClaudeSandbox, host_clis
     assert "SessionStart command" in validate.stdout
     assert live.claude("plugin", "validate", str(live.marketplace)).returncode == 0
     mcp = json.loads((plugin / ".mcp.json").read_text("utf-8"))["mcpServers"]["powercontext"]
-    assert mcp["url"] == live.extra_env["POWERCONTEXT_URL"] + "/mcp"
-    assert mcp["headers"] == {"Authorization": "Bearer ${POWERCONTEXT_TOKEN}"}
+    executable, args = mcp_command(MODULE)
+    assert mcp == {  # the stdio bridge: no URL, no token, nothing to export
+        "type": "stdio",
+        "command": executable,
+        "args": args,
+        "env": {
+            "CLAUDE_PLUGIN_OPTION_URL": "${user_config.url}",
+            "CLAUDE_PLUGIN_OPTION_TOKEN": "${user_config.token}",
+        },
+    }
+    assert args[-3:] == ["-m", MODULE, "mcp"] and os.path.isabs(executable)
     skill = (plugin / "skills" / "powercontext-memory" / "SKILL.md").read_text("utf-8")
     assert "remember_memory" in skill and "powercontext-claude-code doctor" in skill
 

@@ -4,9 +4,11 @@ check, exit 1 on any failure, and a fix for each failure."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
+from powercontext_hook_kit.spool import CaptureSpool
 from tests.codex.conftest import CodexSandbox, our_handlers
 from tests.support.daemon import Daemon, free_port
 from tests.support.hosts import HostCLIs
@@ -26,10 +28,13 @@ def test_doctor_is_healthy_after_install(live: CodexSandbox, host_clis: HostCLIs
         "token",
         "version",
         "scope",
+        "handoff",
         "host",
         "hooks",
         "trust",
         "dry-run",
+        "mcp",
+        "capture spool",
     ]
     assert all(c["status"] in ("ok", "info") for c in report["checks"]), report
     assert checks["scope"]["message"].startswith("git:github.com/acme/codex-")
@@ -43,6 +48,11 @@ def test_doctor_is_healthy_after_install(live: CodexSandbox, host_clis: HostCLIs
     assert checks["host"]["message"].startswith("codex-cli 0.169.0")
     assert checks["runtime"]["message"].startswith("reachable over TCP 127.0.0.1:")
     assert checks["token"]["message"].startswith("accepted (from the agent token file ")
+    # The MCP server Codex would start (with only the variables Codex passes on), end to end.
+    assert re.fullmatch(
+        rf"\d+ tools over {re.escape(live.extra_env['POWERCONTEXT_URL'])}", checks["mcp"]["message"]
+    ), checks["mcp"]
+    assert checks["capture spool"]["message"] == "on, no prompts waiting, none dropped"
 
     human = live.run("doctor")
     assert human.returncode == 0
@@ -212,3 +222,140 @@ def test_doctor_fails_when_session_start_is_not_registered(live: CodexSandbox) -
     assert hooks["fix"] == "run `powercontext-codex install`"
     live.run_json("install", "--no-host-cli")
     assert checks_by_name(live.doctor("--no-host-cli")[1])["hooks"]["status"] == "ok"
+
+
+def test_doctor_starts_the_registered_mcp_server_and_fails_when_the_runtime_is_down(
+    live: CodexSandbox, host_clis: HostCLIs
+) -> None:
+    """The ``mcp`` line runs the command ``.mcp.json`` registers (Codex's copy of it) the way
+    Codex does, and relays the bridge's explanation: the cause and the fix."""
+    live.with_host_cli(host_clis)
+    live.run_json("install")
+    down = f"http://127.0.0.1:{free_port()}"
+    code, report = live.doctor(POWERCONTEXT_URL=down)
+    mcp = checks_by_name(report)["mcp"]
+    assert code == 1
+    assert mcp["status"] == "fail"
+    assert mcp["message"] == (
+        f"tools/list failed: PowerContext runtime is not reachable at TCP "
+        f"{down.removeprefix('http://')} (connection refused or closed); start it with "
+        "`powercontext serve`, or point POWERCONTEXT_URL at it"
+    )
+
+
+def test_doctor_starts_the_mcp_server_with_only_what_codex_passes_on(
+    live: CodexSandbox, host_clis: HostCLIs
+) -> None:
+    """Codex 0.169.0 gives a stdio MCP server a handful of its variables plus the ``env_vars``
+    the server lists. Without that list the bridge would not see POWERCONTEXT_URL/_HOME and
+    would look for the default socket under $HOME — the doctor must see that failure too."""
+    live.with_host_cli(host_clis)
+    live.run_json("install")
+    cached = next((live.codex_home / "plugins" / "cache").rglob(".mcp.json"))
+    document = json.loads(cached.read_text("utf-8"))
+    del document["mcpServers"]["powercontext"]["env_vars"]
+    cached.write_text(json.dumps(document), encoding="utf-8")
+    code, report = live.doctor()
+    mcp = checks_by_name(report)["mcp"]
+    socket = live.home / ".local/share/powercontext/powercontext.sock"
+    assert code == 1 and mcp["status"] == "fail"
+    assert f"not reachable at unix socket {socket} " in mcp["message"]
+
+
+def test_doctor_says_a_hooks_only_install_has_no_mcp_server(live: CodexSandbox) -> None:
+    live.run_json("install", "--no-host-cli")
+    code, report = live.doctor("--no-host-cli")
+    mcp = checks_by_name(report)["mcp"]
+    assert code == 0  # a warning: the hooks themselves work
+    assert mcp["status"] == "warn"
+    assert mcp["message"].startswith("no MCP server registered: the hooks are merged into ")
+    assert mcp["fix"] == "run `powercontext-codex install` with `codex` on PATH"
+
+
+def test_doctor_counts_the_capture_spool_without_showing_it(live: CodexSandbox) -> None:
+    """Prompts kept while the runtime was down, and prompts given up: counts only."""
+    live.run_json("install", "--no-host-cli")
+    data_dir = live.home / ".local/state/powercontext/codex"
+    spool = CaptureSpool(str(data_dir))
+    body = {
+        "scope_id": "git:github.com/acme/SENTINEL-scope",
+        "source_id": "codex-user-prompt:abc",
+        "content": "SENTINEL prompt text",
+        "metadata": {"host": "codex", "hook": "UserPromptSubmit"},
+    }
+    assert spool.append(json.dumps(body).encode()).spooled
+    line = {"component": "powercontext.codex.user-prompt-submit", "event": "capture_spool"}
+    with open(data_dir / "diagnostics.log", "a", encoding="utf-8") as log:
+        log.write(json.dumps({**line, "outcome": "dropped", "dropped": 2, "pending": 1}) + "\n")
+    code, report = live.doctor("--no-host-cli", "--log-lines", "0")
+    row = checks_by_name(report)["capture spool"]
+    assert code == 0
+    assert row["status"] == "warn"
+    assert re.fullmatch(
+        r"on, 1 prompt waiting \(\d+ bytes, oldest 0\.0 h\), 2 dropped \(diagnostics log\)",
+        row["message"],
+    ), row
+    assert "powercontext serve" in row["fix"]
+    assert "SENTINEL" not in json.dumps(report)
+
+
+def test_install_bootstrap_switches_it_on_in_the_hook_command(live: CodexSandbox) -> None:
+    """``install --bootstrap`` renders the switch into the SessionStart command (nothing to
+    export); doctor names it as the source, every other setting still wins, and installing
+    again without it switches it off."""
+    live.run_json("install", "--no-host-cli", "--bootstrap")
+    (start,) = our_handlers(live.hooks(), "SessionStart")
+    assert start["command"].endswith(" hook session-start --bootstrap")
+    (prompt,) = our_handlers(live.hooks())
+    assert prompt["command"].endswith(" hook user-prompt-submit")
+    code, report = live.doctor("--no-host-cli")
+    checks = checks_by_name(report)
+    assert code == 0, report
+    assert checks["bootstrap"]["message"].startswith("on (from install --bootstrap)")
+    assert "command" not in checks  # the option is a setting, not a stale command
+    _, report = live.doctor("--no-host-cli", POWERCONTEXT_BOOTSTRAP="0")
+    assert checks_by_name(report)["bootstrap"]["message"].startswith(
+        "off (from POWERCONTEXT_BOOTSTRAP)"
+    )
+
+    live.run_json("install", "--no-host-cli")
+    (start,) = our_handlers(live.hooks(), "SessionStart")
+    assert start["command"].endswith(" hook session-start")
+    _, report = live.doctor("--no-host-cli")
+    assert checks_by_name(report)["bootstrap"]["message"].startswith("off (default)")
+
+
+def test_doctor_says_whether_a_queued_handoff_will_reach_a_session(
+    live: CodexSandbox, runtime_daemon: Daemon
+) -> None:
+    live.run_json("install", "--no-host-cli")
+    _, report = live.doctor("--no-host-cli")
+    assert checks_by_name(report)["handoff"] == {
+        "name": "handoff",
+        "status": "info",
+        "message": "none waits for the next session",
+        "fix": "",
+    }
+    scope = checks_by_name(report)["scope"]["message"].split(" ")[0]
+    handoff = {
+        "schema": "powercontext.handoff.v1",
+        "objective": "o",
+        "state": ["s"],
+        "disposition": "continuable",
+    }
+    with runtime_daemon.client() as client:
+        committed = client.post(
+            "/v1/handoff/commit", json={"scope_id": scope, "base": None, "content": handoff}
+        )
+        assert committed.status_code == 200, committed.text
+    code, report = live.doctor("--no-host-cli")
+    line = checks_by_name(report)["handoff"]
+    assert code == 0  # a warning, not a failure
+    assert (line["status"], line["message"]) == (
+        "warn",
+        "revision 1 waits, but bootstrap is off: no session will get it",
+    )
+    _, report = live.doctor("--no-host-cli", POWERCONTEXT_BOOTSTRAP="1")
+    assert checks_by_name(report)["handoff"]["message"] == (
+        "revision 1 waits: the next session gets it"
+    )

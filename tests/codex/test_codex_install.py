@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from powercontext_hook_kit.install import mcp_command
+from powercontext_hook_kit.mcp_bridge import SETTINGS_VARIABLES
 from tests.codex.conftest import MODULE, CodexSandbox, our_handlers
 from tests.support.daemon import Daemon
 from tests.support.hosts import HostCLIs, codex_hooks_list, run_codex_cli
@@ -264,10 +266,13 @@ def test_install_with_codex_registers_and_trusts_the_plugin(
 
     plugin = live.marketplace / "plugins" / "powercontext"
     mcp = json.loads((plugin / ".mcp.json").read_text("utf-8"))["mcpServers"]["powercontext"]
-    assert mcp == {
-        "url": live.extra_env["POWERCONTEXT_URL"] + "/mcp",
-        "bearer_token_env_var": "POWERCONTEXT_TOKEN",
+    executable, args = mcp_command(MODULE)
+    assert mcp == {  # the stdio bridge: no URL, no token, nothing to export
+        "command": executable,
+        "args": args,
+        "env_vars": list(SETTINGS_VARIABLES),
     }
+    assert args[-3:] == ["-m", MODULE, "mcp"] and os.path.isabs(executable)
     skill = (plugin / "skills" / "powercontext-memory" / "SKILL.md").read_text("utf-8")
     assert "search_memory" in skill and "powercontext-codex doctor" in skill
     listing = run_codex_cli(

@@ -22,14 +22,13 @@ from powercontext_hook_kit.install import (
     atomic_write,
     hook_command,
     hook_command_verb,
-    mcp_url,
+    mcp_command,
     merge_hook_handlers,
     remove_hook_handlers,
     remove_managed_tree,
     render_plugin_files,
     sync_managed_tree,
 )
-from powercontext_hook_kit.settings import HookSettings
 
 MODULE = "powercontext_codex"
 OURS = f"/venv/bin/python -I -m {MODULE} hook user-prompt-submit"
@@ -381,16 +380,24 @@ def test_the_hook_command_is_absolute_and_isolated() -> None:
         hook_command(MODULE, "x", executable="/nonexistent/python")
 
 
-@pytest.mark.skipif(os.name != "posix", reason="the unix socket default is POSIX-only")
-def test_the_mcp_url_is_http_even_when_hooks_use_the_socket(tmp_path: Path) -> None:
-    """The hosts' MCP clients speak HTTP over TCP: a ``unix:`` hook URL (the default) renders
-    the runtime's TCP listener into ``.mcp.json``; a configured loopback URL is kept."""
-    config = str(tmp_path / "missing.toml")
-    home = {"POWERCONTEXT_HOME": str(tmp_path / "pc-home")}
-    by_socket = HookSettings.load("codex", home, config_path=config)
-    assert by_socket.url.startswith("unix:")
-    assert mcp_url(by_socket) == "http://127.0.0.1:7411/mcp"
-    by_tcp = HookSettings.load(
-        "codex", {**home, "POWERCONTEXT_URL": "http://127.0.0.1:9000/"}, config_path=config
+def test_the_mcp_server_command_is_the_hooks_interpreter_without_a_shell() -> None:
+    """``.mcp.json`` starts the bridge with the hooks' absolute interpreter and isolation flags,
+    as an executable plus arguments (the hosts start MCP servers without a shell)."""
+    executable, args = mcp_command(MODULE)
+    hook = shlex.split(hook_command(MODULE, "user-prompt-submit"))
+    assert executable == hook[0] and os.path.isabs(executable)
+    assert args == [*hook[1 : hook.index("-m")], "-m", MODULE, "mcp"]
+    with pytest.raises(InstallError):
+        mcp_command(MODULE, executable="/nonexistent/python")
+
+
+def test_a_json_string_that_is_one_placeholder_may_become_a_list(tmp_path: Path) -> None:
+    (tmp_path / ".mcp.json").write_text(
+        '{"s": {"command": "{{powercontext:c}}", "args": "{{powercontext:a}}",'
+        ' "note": "x {{powercontext:c}}"}}',
+        encoding="utf-8",
     )
-    assert mcp_url(by_tcp) == "http://127.0.0.1:9000/mcp"
+    rendered = render_plugin_files(tmp_path, {"c": "/py", "a": ["-I", "-m", "m", "mcp"]})
+    assert json.loads(rendered[".mcp.json"]) == {
+        "s": {"command": "/py", "args": ["-I", "-m", "m", "mcp"], "note": "x /py"}
+    }

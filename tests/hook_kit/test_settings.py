@@ -360,3 +360,17 @@ def test_user_dirs_agree_with_platformdirs(
         monkeypatch.setenv(name, value)
     expected = getattr(platformdirs, f"user_{kind}_dir")("powercontext")
     assert user_dir(kind) == expected  # type: ignore[arg-type]
+
+
+def test_install_bootstrap_is_the_lowest_layer(tmp_path: Path, missing: str) -> None:
+    """``install --bootstrap`` switches bootstrap on; every layer a user sets still wins."""
+    on = {"bootstrap": True}
+    assert HookSettings.load("codex", {}, config_path=missing, installed=on).bootstrap is True
+    assert HookSettings.load("codex", {}, config_path=missing).bootstrap is False
+    table = write_toml(tmp_path / "plugins.toml", "[codex]\nbootstrap = false\n")
+    assert HookSettings.load("codex", {}, config_path=table, installed=on).bootstrap is False
+    off = {"POWERCONTEXT_BOOTSTRAP": "0"}
+    assert HookSettings.load("codex", off, config_path=missing, installed=on).bootstrap is False
+    option = {"CLAUDE_PLUGIN_OPTION_BOOTSTRAP": "false"}
+    loaded = HookSettings.load("claude-code", option, config_path=missing, installed=on)
+    assert loaded.bootstrap is False

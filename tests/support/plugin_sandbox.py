@@ -346,13 +346,20 @@ def plugin_handlers(
     module: str, document: dict[str, Any], event: str = "UserPromptSubmit"
 ) -> list[dict[str, Any]]:
     """The handlers of ``module``'s plugin in a hooks document under ``event`` (each event runs
-    its own hook verb)."""
+    its own hook verb; ``install --bootstrap`` adds ``--bootstrap`` after it)."""
     suffix = ["-m", module, "hook", HOOK_VERBS[event]]
+
+    def ours(command: str) -> bool:
+        tokens = shlex.split(command)
+        if tokens[-1:] == ["--bootstrap"]:
+            tokens = tokens[:-1]
+        return tokens[-4:] == suffix
+
     return [
         handler
         for group in document.get("hooks", {}).get(event, [])
         for handler in group.get("hooks", [])
-        if shlex.split(handler.get("command", ""))[-4:] == suffix
+        if ours(handler.get("command", ""))
     ]
 
 
@@ -437,9 +444,9 @@ class RealHostUser:
     def host(self) -> str:
         return self.sandbox.host
 
-    def install(self) -> dict[str, Any]:
+    def install(self, *options: str) -> dict[str, Any]:
         """``install`` as the user runs it; with the host CLI on PATH it must pick the plugin."""
-        report = self.sandbox.run_json("install", timeout=180)
+        report = self.sandbox.run_json("install", *options, timeout=180)
         assert report["mode"] == "plugin", report
         return report
 

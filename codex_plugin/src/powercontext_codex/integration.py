@@ -184,6 +184,21 @@ class CodexIntegration(HostIntegration):
     host_user_data = frozenset(
         {"sessions", "archived_sessions", "history.jsonl", "log", "auth.json", "AGENTS.md"}
     )
+    #: Codex 0.169.0 starts a stdio MCP server with only these of its own variables (plus the
+    #: server's ``env_vars`` and ``env``): ``docs/decisions/real-host-facts.md`` § MCP servers.
+    mcp_inherited_env = (
+        "HOME",
+        "LOGNAME",
+        "PATH",
+        "SHELL",
+        "USER",
+        "__CF_USER_TEXT_ENCODING",
+        "LANG",
+        "LC_ALL",
+        "TERM",
+        "TMPDIR",
+        "TZ",
+    )
 
     # ---- places ---------------------------------------------------------------------------
 
@@ -205,6 +220,18 @@ class CodexIntegration(HostIntegration):
 
     def user_hooks_file(self, env: Mapping[str, str]) -> Path:
         return self.config_dir(env) / "hooks.json"
+
+    def installed_plugin_root(self, env: Mapping[str, str]) -> Path:
+        """Codex runs the copy ``codex plugin add`` made: ``plugins/cache/<market>/<plugin>/
+        <version>`` in its config folder."""
+        return (
+            self.config_dir(env)
+            / "plugins"
+            / "cache"
+            / self.marketplace_name
+            / self.plugin_name
+            / self.version
+        )
 
     def config_file(self, env: Mapping[str, str]) -> Path:
         return self.config_dir(env) / "config.toml"
@@ -380,14 +407,7 @@ class CodexIntegration(HostIntegration):
     def register_plugin(self, ctx: InstallContext, marketplace: Path) -> None:
         self.point_marketplace(ctx, marketplace)
         installed = self.installed_plugin(ctx)
-        cache = (
-            self.config_dir(ctx.env)
-            / "plugins"
-            / "cache"
-            / self.marketplace_name
-            / self.plugin_name
-            / self.version
-        )
+        cache = self.installed_plugin_root(ctx.env)
         current = (
             installed is not None
             and installed.get("enabled") is True

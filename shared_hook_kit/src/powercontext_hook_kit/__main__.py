@@ -1,4 +1,5 @@
-"""``python -m powercontext_hook_kit hook <host> <hook>``: run a hook by hand or from a test.
+"""``python -m powercontext_hook_kit hook <host> <hook>`` / ``mcp <host>``: run a hook, or the
+MCP bridge, by hand or from a test.
 
 ``<hook>`` is ``user-prompt-submit`` or ``session-start`` (:data:`~.runner.HOOK_NAMES`).
 
@@ -14,13 +15,25 @@ from .entry import prepare_interpreter
 
 prepare_interpreter()
 
-from .host import StandardHostAdapter  # noqa: E402  (after the interpreter is prepared)
+from .host import HostInfo, StandardHostAdapter  # noqa: E402  (after the interpreter is prepared)
 from .runner import HOOK_NAMES, run_hook_main  # noqa: E402
 
-_USAGE = f"usage: python -m powercontext_hook_kit hook <host> <{'|'.join(sorted(HOOK_NAMES))}>"
+_USAGE = (
+    f"usage: python -m powercontext_hook_kit hook <host> <{'|'.join(sorted(HOOK_NAMES))}>\n"
+    "       python -m powercontext_hook_kit mcp <host>"
+)
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "mcp":
+        try:
+            HostInfo(argv[1])
+        except ValueError:
+            print(_USAGE, file=sys.stderr)
+            return 2
+        from .mcp_bridge import main as run_bridge
+
+        return run_bridge(argv[1])
     if len(argv) != 3 or argv[0] != "hook" or argv[2] not in HOOK_NAMES:
         print(_USAGE, file=sys.stderr)
         return 0

@@ -1,4 +1,4 @@
-"""The hook process's entry point: prepare the interpreter, then run one hook.
+"""The hook process's entry point: prepare the interpreter, then run one hook (or the bridge).
 
 Every prompt pays for this process's start-up, so it is trimmed here, once, for every plugin:
 
@@ -7,15 +7,16 @@ Every prompt pays for this process's start-up, so it is trimmed here, once, for 
   ``inspect``/``ast``/``dis`` it pulls in) costs ~10 ms per prompt wherever it is installed,
   e.g. next to pydantic. The hook process imports nothing else that could want it.
 
-Only the hook path comes through here: the install/doctor command lines run in ordinary
-interpreters.
+Only the hook path and the MCP bridge (which the host starts with every session) come through
+here: the install/doctor command lines run in ordinary interpreters.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
-__all__ = ["prepare_interpreter", "run_hook_process"]
+__all__ = ["prepare_interpreter", "run_hook_process", "run_mcp_bridge"]
 
 
 def prepare_interpreter() -> None:
@@ -24,8 +25,9 @@ def prepare_interpreter() -> None:
         sys.modules.setdefault("typing_extensions", None)  # type: ignore[arg-type]
 
 
-def run_hook_process(host: str, hook: str) -> int:
-    """Run ``hook`` (``user-prompt-submit`` / ``session-start``) for a known ``host``.
+def run_hook_process(host: str, hook: str, options: Sequence[str] = ()) -> int:
+    """Run ``hook`` (``user-prompt-submit`` / ``session-start``) for a known ``host``;
+    ``options`` are what ``install`` wrote after the hook name (``--bootstrap``).
 
     Always returns 0, like every hook entry: an unknown hook name is recorded as skipped.
     """
@@ -33,4 +35,12 @@ def run_hook_process(host: str, hook: str) -> int:
     from .host import StandardHostAdapter
     from .runner import run_hook_main
 
-    return run_hook_main(StandardHostAdapter(host), hook)
+    return run_hook_main(StandardHostAdapter(host), hook, options)
+
+
+def run_mcp_bridge(host: str) -> int:
+    """Serve the stdio MCP bridge (:mod:`.mcp_bridge`) for ``host`` until end of input."""
+    prepare_interpreter()
+    from .mcp_bridge import main
+
+    return main(host)

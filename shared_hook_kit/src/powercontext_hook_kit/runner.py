@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, BinaryIO, TextIO
 
 import msgspec
@@ -30,7 +30,9 @@ from .transport import Deadline
 __all__ = [
     "DEFAULT_DEADLINE_SECONDS",
     "HOOK_NAMES",
+    "INSTALL_OPTIONS",
     "MAX_STDIN_BYTES",
+    "installed_settings",
     "run_hook",
     "run_hook_main",
 ]
@@ -43,8 +45,11 @@ _STDIN_CHUNK = 64 * 1024
 #: ``emit`` writes the hook's one output object (the runner appends ``\n``; later calls are
 #: ignored).
 _Emit = Callable[[bytes], None]
+#: What ``install`` rendered into the hook command (``--bootstrap``): the settings' lowest layer.
+Installed = Mapping[str, object]
 _HookRun = Callable[
-    [HostAdapter, Mapping[str, Any], Mapping[str, str], Diagnostics, float, _Emit], None
+    [HostAdapter, Mapping[str, Any], Mapping[str, str], Installed, Diagnostics, float, _Emit],
+    None,
 ]
 
 
@@ -68,12 +73,13 @@ def _run_user_prompt_submit(
     adapter: HostAdapter,
     payload: Mapping[str, Any],
     env: Mapping[str, str],
+    installed: Installed,
     diagnostics: Diagnostics,
     started: float,
     emit: _Emit,
 ) -> None:
     try:
-        settings = HookSettings.load(adapter.name, env)
+        settings = HookSettings.load(adapter.name, env, installed=installed)
     except SettingsError:
         diagnostics.record("context_prepare", "skipped")
         return
@@ -98,6 +104,7 @@ def _run_session_start(
     adapter: HostAdapter,
     payload: Mapping[str, Any],
     env: Mapping[str, str],
+    installed: Installed,
     diagnostics: Diagnostics,
     started: float,
     emit: _Emit,
@@ -105,7 +112,7 @@ def _run_session_start(
     event = adapter.session_start_event(payload)
     receipts = _receipt_store(adapter.name, env)
     try:
-        settings = HookSettings.load(adapter.name, env)
+        settings = HookSettings.load(adapter.name, env, installed=installed)
     except SettingsError:
         diagnostics.record("context_bootstrap", "skipped")
         receipts.clear(event.session_id)  # no new pack: the old receipt must not linger
@@ -195,11 +202,14 @@ def run_hook(
     stdout: BinaryIO,
     stderr: TextIO | None,
     env: Mapping[str, str],
+    *,
+    installed: Installed | None = None,
 ) -> int:
     """Run one hook invocation end to end; returns the exit code, which is always 0.
 
     ``hook_name`` is one of :data:`HOOK_NAMES` (``user-prompt-submit``, ``session-start``);
-    diagnostics are labelled ``powercontext.<host>.<hook_name>``.
+    diagnostics are labelled ``powercontext.<host>.<hook_name>``. ``installed`` holds the
+    settings ``install`` wrote into the hook command (below every other layer).
     """
     started = time.monotonic()
     hook = _HOOKS.get(hook_name)
@@ -234,7 +244,7 @@ def run_hook(
                 written.append(True)
                 _write(stdout, output + b"\n")
 
-        hook.run(adapter, payload, env, diagnostics, started, emit)
+        hook.run(adapter, payload, env, installed or {}, diagnostics, started, emit)
     except BaseException:  # the contract: whatever happens, exit 0 and say so on stderr
         try:
             if diagnostics is None:
@@ -245,6 +255,28 @@ def run_hook(
     return 0
 
 
-def run_hook_main(adapter: HostAdapter, hook_name: str) -> int:
-    """:func:`run_hook` on this process's real stdin/stdout/stderr and environment."""
-    return run_hook(adapter, hook_name, sys.stdin.buffer, sys.stdout.buffer, sys.stderr, os.environ)
+def run_hook_main(adapter: HostAdapter, hook_name: str, options: Sequence[str] = ()) -> int:
+    """:func:`run_hook` on this process's real stdin/stdout/stderr and environment.
+
+    ``options`` are the hook command's arguments after the hook name; only what ``install``
+    writes there is understood (``--bootstrap``), anything else is ignored — a hook never
+    fails over its command line.
+    """
+    return run_hook(
+        adapter,
+        hook_name,
+        sys.stdin.buffer,
+        sys.stdout.buffer,
+        sys.stderr,
+        os.environ,
+        installed=installed_settings(options),
+    )
+
+
+#: The options ``install`` may write after the hook name, and the setting each one stands for.
+INSTALL_OPTIONS: dict[str, tuple[str, object]] = {"--bootstrap": ("bootstrap", True)}
+
+
+def installed_settings(options: Sequence[str]) -> dict[str, object]:
+    """The settings a hook command's options stand for (unknown options are ignored)."""
+    return dict(INSTALL_OPTIONS[option] for option in options if option in INSTALL_OPTIONS)

@@ -379,11 +379,18 @@ class HookSettings(msgspec.Struct, frozen=True):
 
     @classmethod
     def load(
-        cls, host: str, env: Mapping[str, str], *, config_path: str | None = None
+        cls,
+        host: str,
+        env: Mapping[str, str],
+        *,
+        config_path: str | None = None,
+        installed: Mapping[str, object] | None = None,
     ) -> HookSettings:
         """Resolve every setting for ``host`` (``codex`` or ``claude-code``) from ``env``.
 
         ``config_path`` replaces the platform location of ``plugins.toml`` (tests, ``doctor``).
+        ``installed`` is what ``install`` wrote into the hook command (``install
+        --bootstrap``): below ``plugins.toml``, above the defaults.
         """
         try:
             table = _read_config_table(config_path or config_file_path(), host)
@@ -404,6 +411,8 @@ class HookSettings(msgspec.Struct, frozen=True):
                 if isinstance(value, str) and not value.strip():
                     return default
                 return convert(value, f"{key} in [{host}]")
+            if installed and key in installed:
+                return convert(installed[key], f"install --{key.replace('_', '-')}")
             return default
 
         url = pick("url", None)

@@ -50,7 +50,13 @@ from .doctor import (
     runtime_checks,
     scope_check,
 )
-from .hook_commands import HOOK_EVENTS, HOOK_TIMEOUT_SECONDS, hook_command, hook_command_verb
+from .hook_commands import (
+    HOOK_EVENTS,
+    HOOK_TIMEOUT_SECONDS,
+    hook_command,
+    hook_command_verb,
+    mcp_command,
+)
 from .hook_documents import iter_hook_handlers, merge_hook_handlers, remove_hook_handlers
 from .host_cli import CliResult, find_executable, run_cli
 from .integration import HostIntegration, InstallContext
@@ -59,7 +65,6 @@ from .plugin_folder import (
     MANAGED_MARKER,
     MEMORY_SKILL_MARKDOWN,
     is_managed_tree,
-    mcp_url,
     remove_managed_tree,
     render_plugin_files,
     same_tree,
@@ -95,7 +100,7 @@ __all__ = [
     "iter_hook_handlers",
     "load_json_object",
     "log_tail",
-    "mcp_url",
+    "mcp_command",
     "merge_hook_handlers",
     "remove_hook_handlers",
     "remove_managed_tree",

@@ -1,7 +1,8 @@
-"""The command line both plugins share: ``<script> install|uninstall|doctor|hook|bind``.
+"""The command line both plugins share: ``<script> install|uninstall|doctor|hook|mcp|bind|scope``.
 
-``hook`` is answered before argparse is even imported (the host runs it on every prompt); the
-other verbs build an :class:`.InstallContext` and call the plugin's :class:`.HostIntegration`.
+``hook`` and ``mcp`` are answered before argparse is even imported (the host runs them on
+every prompt and every session); the other verbs build an :class:`.InstallContext` and call
+the plugin's :class:`.HostIntegration`.
 """
 
 from __future__ import annotations
@@ -50,6 +51,12 @@ def _parser(integration: HostIntegration) -> argparse.ArgumentParser:
     install = verbs.add_parser("install", help="register the PowerContext hooks with the host")
     host_cli_options(install)
     install.add_argument("--json", action="store_true", help="print the result as JSON")
+    install.add_argument(
+        "--bootstrap",
+        action="store_true",
+        help="switch SessionStart bootstrap on in the installed hook (any other bootstrap "
+        "setting still wins; re-run install without it to switch it off)",
+    )
     integration.add_install_arguments(install)
 
     uninstall = verbs.add_parser("uninstall", help="remove exactly what install added")
@@ -67,6 +74,23 @@ def _parser(integration: HostIntegration) -> argparse.ArgumentParser:
 
     hook = verbs.add_parser("hook", help="run a hook (this is what the host calls)")
     hook.add_argument("hook_name", metavar="HOOK", help=", ".join(sorted(HOOK_NAMES)))
+
+    verbs.add_parser(
+        "mcp",
+        help="serve the memory tools as a stdio MCP server (this is what the host starts)",
+        description="A bridge from MCP on stdin/stdout to the runtime's /mcp, with the hooks' "
+        "settings (the runtime's socket and agent token by default).",
+    )
+
+    scope_parser = verbs.add_parser(
+        "scope",
+        help="print the scope id the hooks use here",
+        description="The scope id this directory's hooks resolve to (the scope_id setting, "
+        "the repository's binding, its origin URL, else a hash of its path), alone on a line: "
+        'for the runtime CLI, e.g. powercontext handoff next --scope "$(%(prog)s)".',
+    )
+    scope_parser.add_argument("--cwd", help="the directory (default: the current one)")
+    scope_parser.add_argument("--json", action="store_true", help="also say which rule decided")
 
     bind_parser = verbs.add_parser(
         "bind",
@@ -134,17 +158,41 @@ def _run_bind(options: argparse.Namespace) -> ExitCode:
     return 0
 
 
-def run_plugin_cli(integration: HostIntegration, argv: Sequence[str] | None = None) -> int:
-    """``<script> install|uninstall|doctor|hook|bind …``; exit 0 ok, 1 failed, 2 usage error.
+def _run_scope(integration: HostIntegration, options: argparse.Namespace) -> ExitCode:
+    from ..settings import HookSettings, SettingsError
 
-    ``hook`` always exits 0 (the hook process contract), whatever happens.
+    cwd = os.path.abspath(options.cwd or os.getcwd())
+    try:
+        override = HookSettings.load(integration.host, os.environ).scope_id
+    except SettingsError as exc:
+        raise InstallError(str(exc)) from exc
+    explained = explain_scope(cwd, override)
+    if explained is None:
+        raise InstallError(f"no scope for {cwd}")
+    scope, source = explained
+    if options.json:
+        _print_json({"scope_id": scope, "source": source, "cwd": cwd})
+    else:
+        print(scope)
+    return 0
+
+
+def run_plugin_cli(integration: HostIntegration, argv: Sequence[str] | None = None) -> int:
+    """``<script> install|uninstall|doctor|hook|mcp|bind …``; exit 0 ok, 1 failed, 2 usage error.
+
+    ``hook`` always exits 0 (the hook process contract), whatever happens; ``mcp`` serves until
+    its input ends, then exits 0.
     """
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if len(arguments) == 2 and arguments[0] == "hook":
+    if len(arguments) >= 2 and arguments[0] == "hook":
         from ..host import StandardHostAdapter
         from ..runner import run_hook_main
 
-        return run_hook_main(StandardHostAdapter(integration.host), arguments[1])
+        return run_hook_main(StandardHostAdapter(integration.host), arguments[1], arguments[2:])
+    if arguments == ["mcp"]:
+        from ..entry import run_mcp_bridge
+
+        return run_mcp_bridge(integration.host)
     options = _parser(integration).parse_args(arguments)
     try:
         if options.verb == "hook":
@@ -154,6 +202,8 @@ def run_plugin_cli(integration: HostIntegration, argv: Sequence[str] | None = No
             return run_hook_main(StandardHostAdapter(integration.host), options.hook_name)
         if options.verb == "bind":
             return _run_bind(options)
+        if options.verb == "scope":
+            return _run_scope(integration, options)
         ctx = _context(integration, options, options.verb)
         if options.verb == "doctor":
             checks, log = integration.doctor(

@@ -1,14 +1,19 @@
 """``doctor``'s host-neutral checks: one line each, ``fail`` makes the command exit 1.
 
 Settings, runtime, token and version are checked over the hook's own transport; the scope with
-the hook's own resolution; the dry run runs the registered command the way the host would. The
-host-specific checks (is the hook registered, trusted) live in each plugin.
+the hook's own resolution; the dry run runs the registered command the way the host would, and
+the MCP check starts the registered MCP server the way the host would (its command, arguments
+and environment) and lists its tools. The host-specific checks (is the hook registered,
+trusted) live in each plugin.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
+import signal
 import subprocess
 import tempfile
 import time
@@ -21,6 +26,7 @@ from typing import Any, Literal
 from ..contract import PREPARED_CONTEXT_SCHEMA
 from ..diagnostics import LOG_FILE_NAME
 from ..host import USER_PROMPT_SUBMIT
+from ..mcp_bridge import describe_token_source
 from ..scope import ScopeError, binding_path, explain_scope, find_repository
 from ..settings import (
     DEFAULT_TCP_URL,
@@ -29,6 +35,7 @@ from ..settings import (
     agent_token_file,
     config_file_path,
 )
+from ..spool import CaptureSpool
 from ..transport import HttpFailure, UnixEndpoint, describe_endpoint, exchange
 
 __all__ = [
@@ -38,9 +45,13 @@ __all__ = [
     "HookRegistration",
     "bootstrap_check",
     "dry_run_check",
+    "handoff_check",
     "log_tail",
+    "mcp_check",
+    "mcp_server_env",
     "runtime_checks",
     "scope_check",
+    "spool_check",
 ]
 
 CheckStatus = Literal["ok", "warn", "fail", "skip", "info"]
@@ -123,18 +134,7 @@ def _agent_token_path(env: Mapping[str, str]) -> str:
 
 def _token_source(settings: HookSettings, env: Mapping[str, str]) -> str:
     """Where the token the hook uses comes from, in the order the settings resolve it."""
-    if env.get("POWERCONTEXT_TOKEN", "").strip():
-        return "POWERCONTEXT_TOKEN"
-    if settings.host == "claude-code" and env.get("CLAUDE_PLUGIN_OPTION_TOKEN", "").strip():
-        return "the plugin's token option"
-    path = _agent_token_path(env)
-    try:
-        from_file = Path(path).read_text("utf-8", errors="replace").strip()
-    except OSError:
-        from_file = None
-    if from_file != settings.token:
-        return f"[{settings.host}] in {config_file_path()}"
-    return f"the agent token file {path}"
+    return describe_token_source(settings, env)
 
 
 def _unreachable_fix(settings: HookSettings) -> str:
@@ -247,7 +247,9 @@ def scope_check(cwd: str, settings: HookSettings | None) -> Check:
     return Check("scope", "ok", f"{scope} — {rule}")
 
 
-def bootstrap_check(settings: HookSettings, env: Mapping[str, str]) -> Check:
+def bootstrap_check(
+    settings: HookSettings, env: Mapping[str, str], installed: Mapping[str, object] | None = None
+) -> Check:
     """Informational: whether SessionStart bootstrap is on, and which setting decided it (the
     same order :meth:`HookSettings.load` resolves it in)."""
     state = "on" if settings.bootstrap else "off"
@@ -256,18 +258,67 @@ def bootstrap_check(settings: HookSettings, env: Mapping[str, str]) -> Check:
     elif settings.host == "claude-code" and env.get("CLAUDE_PLUGIN_OPTION_BOOTSTRAP", "").strip():
         source = "from the plugin's bootstrap option"
     else:
-        source = "default"
+        source = "from install --bootstrap" if installed and "bootstrap" in installed else "default"
         with contextlib.suppress(OSError, RuntimeError, ValueError):
             path = config_file_path()
             table = tomllib.loads(Path(path).read_text("utf-8")).get(settings.host)
             value = table.get("bootstrap") if isinstance(table, dict) else None
             if value is not None and not (isinstance(value, str) and not value.strip()):
                 source = f"from bootstrap in [{settings.host}] of {path}"
-    hint = "" if settings.bootstrap else "; set POWERCONTEXT_BOOTSTRAP=1 to add it"
+    hint = (
+        ""
+        if settings.bootstrap
+        else "; turn it on with `install --bootstrap` or POWERCONTEXT_BOOTSTRAP=1 "
+        "(docs/bootstrap.md)"
+    )
     return Check(
         "bootstrap",
         "info",
-        f"{state} ({source}): the SessionStart pack of entries tagged bootstrap-context{hint}",
+        f"{state} ({source}): the SessionStart pack (a queued Handoff, entries tagged "
+        f"bootstrap-context){hint}",
+    )
+
+
+def handoff_check(settings: HookSettings, scope_id: str | None) -> Check:
+    """Informational: whether a Handoff waits for this scope's next session — and whether that
+    session will get it (only with bootstrap on)."""
+    if scope_id is None:
+        return Check("handoff", "skip", "needs a scope")
+    outcome = exchange(
+        settings.endpoint,
+        "POST",
+        "/v1/handoff/next",
+        json.dumps({"scope_id": scope_id}).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": "powercontext-doctor",
+            **({"Authorization": f"Bearer {settings.token}"} if settings.token else {}),
+        },
+        stop_at=time.monotonic() + 3.0,
+        read_error_bodies=True,
+    )
+    if isinstance(outcome, HttpFailure):
+        return Check("handoff", "skip", f"runtime {_FAILURE_REASONS[outcome.kind]}")
+    if outcome.status == 404:
+        return Check("handoff", "skip", "this runtime predates the Handoff queue (404)")
+    if outcome.status != 200:
+        return Check("handoff", "skip", f"the runtime answered HTTP {outcome.status}")
+    try:
+        ref = json.loads(outcome.body).get("handoff_ref")
+        revision = ref.get("revision") if isinstance(ref, dict) else None
+    except (ValueError, AttributeError):
+        return Check("handoff", "skip", "the runtime's answer is not the next-handoff object")
+    if revision is None:
+        return Check("handoff", "info", "none waits for the next session")
+    if settings.bootstrap:
+        return Check("handoff", "info", f"revision {revision} waits: the next session gets it")
+    return Check(
+        "handoff",
+        "warn",
+        f"revision {revision} waits, but bootstrap is off: no session will get it",
+        "turn bootstrap on (`install --bootstrap`, POWERCONTEXT_BOOTSTRAP=1) or "
+        "`powercontext handoff withdraw`",
     )
 
 
@@ -385,3 +436,215 @@ def log_tail(directory: str | None, count: int) -> list[str]:
     except OSError:
         return []
     return lines[-count:]
+
+
+#: A tool only a token with the ``review`` capability sees: listed means the MCP server does
+#: not use the agent token (an agent could then approve its own proposals).
+_REVIEW_TOOL = "approve_artifact_candidate"
+_USER_CONFIG = re.compile(r"\$\{user_config\.([A-Za-z0-9_]+)\}")
+MCP_DOCTOR_TIMEOUT = 10.0
+
+
+def mcp_server_env(
+    server: Mapping[str, Any],
+    env: Mapping[str, str],
+    *,
+    inherit: Sequence[str] | None,
+    options: Mapping[str, str],
+) -> dict[str, str]:
+    """The environment the host starts the MCP server ``server`` (an ``mcpServers`` entry) with.
+
+    ``inherit`` is what the host passes on by itself (``None``: everything, like Claude Code;
+    Codex passes a short list), plus the names listed in ``env_vars`` (Codex); then the entry's
+    ``env``, with ``${user_config.KEY}`` replaced by the plugin option (Claude Code; ``options``
+    holds them as ``CLAUDE_PLUGIN_OPTION_<KEY>``; unset → empty).
+    """
+    names = list(env) if inherit is None else list(inherit)
+    forwarded = server.get("env_vars")
+    if isinstance(forwarded, list):
+        names += [name for name in forwarded if isinstance(name, str)]
+    result = {name: env[name] for name in names if name in env}
+    extra = server.get("env")
+    if isinstance(extra, dict):
+        for key, value in extra.items():
+            if isinstance(key, str) and isinstance(value, str):
+                result[key] = _USER_CONFIG.sub(
+                    lambda m: options.get(f"CLAUDE_PLUGIN_OPTION_{m.group(1).upper()}", ""), value
+                )
+    return result
+
+
+def _rpc(message_id: int | None, method: str, params: Mapping[str, Any] | None = None) -> bytes:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if message_id is not None:
+        message["id"] = message_id
+    if params is not None:
+        message["params"] = dict(params)
+    return json.dumps(message).encode("utf-8") + b"\n"
+
+
+def _run_mcp_server(
+    argv: Sequence[str], env: Mapping[str, str], cwd: str, timeout: float
+) -> dict[Any, dict[str, Any]] | str:
+    """Start the server, send ``initialize``, ``notifications/initialized`` and ``tools/list``,
+    close its input; its answers by id — or why there are none. Bounded by ``timeout``: a
+    server that does not finish by then is killed (its whole process group)."""
+    session = (
+        _rpc(
+            1,
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "powercontext-doctor", "version": "1"},
+            },
+        )
+        + _rpc(None, "notifications/initialized")
+        + _rpc(2, "tools/list")
+    )
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return f"cannot start `{argv[0]}`: {exc.strerror}"
+    try:
+        stdout, _stderr = process.communicate(session, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        return f"no complete answer within {timeout:.0f} s"
+    answers: dict[Any, dict[str, Any]] = {}
+    for raw in stdout.splitlines():
+        with contextlib.suppress(ValueError):
+            message = json.loads(raw)
+            if isinstance(message, dict) and "id" in message:
+                answers[message["id"]] = message
+    if not answers and process.returncode != 0:
+        return f"it exited with status {process.returncode} without answering"
+    return answers
+
+
+def _error_text(answer: Mapping[str, Any]) -> str | None:
+    error = answer.get("error")
+    if error is None:
+        return None
+    message = error.get("message") if isinstance(error, dict) else None
+    return str(message) if message else "an error without a message"
+
+
+def mcp_check(
+    server: Mapping[str, Any],
+    *,
+    host: str,
+    env: Mapping[str, str],
+    cwd: str,
+    expected: tuple[str, list[str]] | None = None,
+    script: str = "",
+    timeout: float = MCP_DOCTOR_TIMEOUT,
+) -> Check:
+    """The MCP path end to end: start the registered server (``server``: its ``mcpServers``
+    entry) with the environment ``env`` the host gives it (:func:`mcp_server_env`), then
+    ``initialize`` and ``tools/list`` as a host would. ``ok`` with the number of tools, else
+    the server's own explanation (the bridge names the cause and the fix)."""
+    command, args = server.get("command"), server.get("args", [])
+    if not isinstance(command, str) or not command or not isinstance(args, list):
+        return Check(
+            "mcp",
+            "fail",
+            "the registered MCP server has no command (an older install?)",
+            f"run `{script} install`",
+        )
+    argv = [command, *(str(arg) for arg in args)]
+    try:
+        where = HookSettings.load(host, env).url
+    except SettingsError as exc:
+        where = f"invalid settings: {exc}"
+    answers = _run_mcp_server(argv, env, cwd, timeout)
+    if isinstance(answers, str):
+        return Check(
+            "mcp", "fail", f"the MCP server ({argv[0]}): {answers}", f"run `{script} install`"
+        )
+    for message_id, step in ((1, "initialize"), (2, "tools/list")):
+        answer = answers.get(message_id)
+        if answer is None:
+            return Check("mcp", "fail", f"the MCP server did not answer {step}")
+        problem = _error_text(answer)
+        if problem is not None:
+            return Check("mcp", "fail", f"{step} failed: {problem}")
+    result = answers[2].get("result")
+    tools = result.get("tools") if isinstance(result, dict) else None
+    names = [t.get("name") for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+    if not names:
+        return Check(
+            "mcp", "fail", f"the runtime lists no tools over {where}", "check the token line"
+        )
+    if _REVIEW_TOOL in names:
+        return Check(
+            "mcp",
+            "warn",
+            f"{len(names)} tools over {where}, including the review tools: the MCP server does "
+            "not use the agent token, so an agent could approve its own proposals",
+            "remove the token setting (POWERCONTEXT_TOKEN, plugins.toml, the plugin option) to "
+            "use <data dir>/auth/agent-token",
+        )
+    message = f"{len(names)} tools over {where}"
+    if expected is not None and argv != [expected[0], *expected[1]]:
+        return Check(
+            "mcp",
+            "warn",
+            f"{message}, but the registered command is {' '.join(argv)!r}, not this installation's",
+            f"re-run `{script} install` to use this one",
+        )
+    return Check("mcp", "ok", message)
+
+
+def _dropped_in_log(directory: str) -> int:
+    """Prompts the capture spool gave up, as its diagnostic lines recorded them (the log and
+    its one rotated predecessor)."""
+    dropped = 0
+    for name in (LOG_FILE_NAME + ".1", LOG_FILE_NAME):
+        try:
+            lines = (Path(directory) / name).read_text("utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for raw in lines:
+            with contextlib.suppress(ValueError):
+                line = json.loads(raw)
+                count = line.get("dropped") if isinstance(line, dict) else None
+                if line.get("event") == "capture_spool" and isinstance(count, int):
+                    dropped += count
+    return dropped
+
+
+def spool_check(directory: str | None, settings: HookSettings | None) -> Check:
+    """``capture spool``: how many prompts wait for the runtime and how many were given up —
+    counts only, never what the prompts were."""
+    if directory is None:
+        return Check("capture spool", "skip", "no hook registered, so no plugin data dir")
+    entries, size, age = CaptureSpool(directory).status()
+    dropped = _dropped_in_log(directory)
+    off = settings is not None and not settings.capture_spool
+    state = "off (capture_spool)" if off else "on"
+    if not entries and not dropped:
+        return Check("capture spool", "info", f"{state}, no prompts waiting, none dropped")
+    parts = []
+    if entries:
+        hours = (age or 0) / 3600
+        parts.append(
+            f"{entries} prompt{'s' if entries != 1 else ''} waiting ({size} bytes, oldest "
+            f"{hours:.1f} h)"
+        )
+    parts.append(f"{dropped} dropped (diagnostics log)")
+    fix = (
+        "start the runtime (`powercontext serve`): waiting prompts are delivered with the next "
+        "prompt it answers"
+    )
+    return Check("capture spool", "warn", f"{state}, {', '.join(parts)}", fix)

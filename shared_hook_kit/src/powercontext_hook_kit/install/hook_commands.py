@@ -1,4 +1,5 @@
-"""The hook command ``install`` registers, and the marker that tells our entries apart.
+"""The hook commands ``install`` registers (and the MCP server command), and the marker that
+tells our entries apart.
 
 The command runs an absolute interpreter with isolation flags (no PATH lookup, shim, ``uv`` or
 network at prompt time); the same module recognises that command — and a console script
@@ -12,11 +13,19 @@ import contextlib
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 
 from ..host import SESSION_START, USER_PROMPT_SUBMIT
 from .report import InstallError
 
-__all__ = ["HOOK_EVENTS", "HOOK_TIMEOUT_SECONDS", "hook_command", "hook_command_verb"]
+__all__ = [
+    "HOOK_EVENTS",
+    "HOOK_TIMEOUT_SECONDS",
+    "hook_command",
+    "hook_command_options",
+    "hook_command_verb",
+    "mcp_command",
+]
 
 #: Every hook the plugins register: hook name (``hook <name>`` verb) → host event name.
 HOOK_EVENTS: dict[str, str] = {
@@ -66,20 +75,54 @@ def _canonical_interpreter() -> str:
     return executable
 
 
-def hook_command(module: str, hook_name: str, *, executable: str | None = None) -> str:
-    """``<absolute python> -I -m <module> hook <hook_name>``, quoted for a POSIX shell.
-
-    The interpreter path is absolute and *not* resolved through symlinks (a virtualenv's
-    ``python`` is a symlink whose location selects the environment). No PATH lookup, shim,
-    ``uv`` or network install ever runs at prompt time.
-    """
+def _interpreter(executable: str | None) -> str:
+    """The absolute interpreter our commands run (see :func:`_canonical_interpreter`)."""
     python = executable if executable is not None else _canonical_interpreter()
     if not python:
         raise InstallError("cannot tell which Python runs this command (sys.executable is empty)")
     python = os.path.abspath(python)
     if not os.access(python, os.X_OK):
         raise InstallError(f"the Python interpreter {python} is not executable")
-    return shlex.join([python, *_interpreter_flags(module), "-m", module, "hook", hook_name])
+    return python
+
+
+def hook_command(
+    module: str,
+    hook_name: str,
+    *,
+    executable: str | None = None,
+    options: Sequence[str] = (),
+) -> str:
+    """``<absolute python> -I -m <module> hook <hook_name> [options]``, quoted for a POSIX
+    shell. ``options`` are install-time settings (:data:`~..runner.INSTALL_OPTIONS`).
+
+    The interpreter path is absolute and *not* resolved through symlinks (a virtualenv's
+    ``python`` is a symlink whose location selects the environment). No PATH lookup, shim,
+    ``uv`` or network install ever runs at prompt time.
+    """
+    python = _interpreter(executable)
+    return shlex.join(
+        [python, *_interpreter_flags(module), "-m", module, "hook", hook_name, *options]
+    )
+
+
+def mcp_command(module: str, *, executable: str | None = None) -> tuple[str, list[str]]:
+    """``(<absolute python>, ["-I", "-m", <module>, "mcp"])``: the stdio MCP server the plugins'
+    ``.mcp.json`` registers — the same interpreter and isolation flags as the hooks, as an
+    executable and its arguments (the hosts start MCP servers without a shell)."""
+    python = _interpreter(executable)
+    return python, [*_interpreter_flags(module), "-m", module, "mcp"]
+
+
+def hook_command_options(command: object, module: str, script: str | None = None) -> list[str]:
+    """The arguments after the hook name in one of our hook commands (``[]`` otherwise)."""
+    if hook_command_verb(command, module, script) is None:
+        return []
+    tokens = shlex.split(str(command))
+    for index in range(len(tokens) - 3):
+        if tokens[index : index + 3] == ["-m", module, "hook"]:
+            return tokens[index + 4 :]
+    return tokens[3:]
 
 
 def hook_command_verb(command: object, module: str, script: str | None = None) -> str | None:

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ..host import SESSION_START
-from ..runner import HOOK_NAMES
+from ..mcp_bridge import SETTINGS_VARIABLES
+from ..runner import HOOK_NAMES, installed_settings
+from ..scope import ScopeError, explain_scope
 from ..settings import HookSettings, SettingsError, config_file_path, data_dir_variables
 from ..settings import plugin_data_dir as hook_data_dir
 from ..transport import describe_endpoint
@@ -30,18 +32,28 @@ from .doctor import (
     HookRegistration,
     bootstrap_check,
     dry_run_check,
+    handoff_check,
     log_tail,
+    mcp_check,
+    mcp_server_env,
     runtime_checks,
     scope_check,
+    spool_check,
 )
-from .hook_commands import HOOK_EVENTS, hook_command, hook_command_verb
+from .hook_commands import (
+    HOOK_EVENTS,
+    hook_command,
+    hook_command_options,
+    hook_command_verb,
+    mcp_command,
+)
 from .hook_documents import iter_hook_handlers, merge_hook_handlers, remove_hook_handlers
 from .host_cli import CliResult, run_cli
 from .ledger import LEDGER_FILE_NAME, InstallLedger
 from .plugin_folder import (
     HOOK_COMMAND_PREFIX,
     MEMORY_SKILL_MARKDOWN,
-    mcp_url,
+    PlaceholderValue,
     remove_managed_tree,
     render_plugin_files,
     sync_managed_tree,
@@ -96,6 +108,9 @@ class HostIntegration(abc.ABC):
     #: Names in the host's folder that hold the user's own data (sessions, transcripts): never
     #: walked, so nothing the user made there can ever be taken for something install created.
     host_user_data: frozenset[str] = frozenset()
+    #: The variables the host passes on to a stdio MCP server by itself (``None``: its whole
+    #: environment); the doctor starts our MCP server with exactly these.
+    mcp_inherited_env: tuple[str, ...] | None = None
 
     # ---- host-specific ------------------------------------------------------------------
 
@@ -213,7 +228,7 @@ class HostIntegration(abc.ABC):
             for name in HOOK_EVENTS
             if name in registered
             and ctx.commands.get(name) is not None
-            and registered[name] != ctx.commands[name]
+            and self._without_options(registered[name]) != self._without_options(ctx.commands[name])
         ]
         if stale:
             checks.append(
@@ -270,6 +285,11 @@ class HostIntegration(abc.ABC):
     def plugin_dir(self) -> Path:
         return self.marketplace_dir() / "plugins" / self.plugin_name
 
+    def installed_plugin_root(self, env: Mapping[str, str]) -> Path:
+        """The plugin folder the host actually reads (its ``.mcp.json`` is what it starts):
+        the rendered folder itself unless the host keeps a copy (Codex)."""
+        return self.plugin_dir()
+
     def data_dir_vars(self) -> list[str]:
         """The variables through which the host tells a hook its data dir (its own first)."""
         return list(data_dir_variables(self.host))
@@ -315,9 +335,30 @@ class HostIntegration(abc.ABC):
             return None
         return hook_command_verb(handler.get("command"), self.module, self.script)
 
-    def expected_commands(self) -> dict[str, str]:
-        """The absolute command of every hook this interpreter would install."""
-        return {name: hook_command(self.module, name) for name in sorted(HOOK_NAMES)}
+    def expected_commands(self, *, bootstrap: bool = False) -> dict[str, str]:
+        """The absolute command of every hook this interpreter would install; ``bootstrap``
+        (``install --bootstrap``) switches bootstrap on in the SessionStart hook's command."""
+        return {
+            name: hook_command(
+                self.module,
+                name,
+                options=["--bootstrap"] if bootstrap and name == "session-start" else [],
+            )
+            for name in sorted(HOOK_NAMES)
+        }
+
+    def _without_options(self, command: str) -> str:
+        """A hook command minus its install-time options (settings, not a different hook)."""
+        options = hook_command_options(command, self.module, self.script)
+        if not options:
+            return command
+        tokens = shlex.split(command)
+        return shlex.join(tokens[: len(tokens) - len(options)])
+
+    def installed_settings(self, registration: HookRegistration) -> dict[str, object]:
+        """The settings ``install`` wrote into the registered SessionStart hook command."""
+        command = registration.commands.get("session-start")
+        return installed_settings(hook_command_options(command, self.module, self.script))
 
     def load_settings(self, env: Mapping[str, str]) -> HookSettings:
         try:
@@ -326,13 +367,18 @@ class HostIntegration(abc.ABC):
             raise InstallError(f"invalid PowerContext settings: {exc}") from exc
 
     def prepare(self, ctx: InstallContext) -> None:
-        """Render the plugin: absolute hook commands, the runtime's MCP URL, the skill."""
-        settings = ctx.settings = ctx.settings or self.load_settings(ctx.env)
-        ctx.commands = self.expected_commands()
-        values = {
+        """Render the plugin: absolute hook and MCP server commands, the skill."""
+        ctx.settings = ctx.settings or self.load_settings(ctx.env)
+        ctx.commands = self.expected_commands(
+            bootstrap=bool(getattr(ctx.options, "bootstrap", False))
+        )
+        mcp_executable, mcp_args = mcp_command(self.module)
+        values: dict[str, PlaceholderValue] = {
             "version": self.version,
             "script": self.script,
-            "mcp-url": mcp_url(settings),
+            "mcp-command": mcp_executable,
+            "mcp-args": mcp_args,
+            "mcp-env-vars": list(SETTINGS_VARIABLES),
             **{HOOK_COMMAND_PREFIX + name: command for name, command in ctx.commands.items()},
         }
         ctx.files = render_plugin_files(
@@ -452,17 +498,19 @@ class HostIntegration(abc.ABC):
     def doctor(
         self, ctx: InstallContext, *, prompt: str, log_lines: int
     ) -> tuple[list[Check], list[str]]:
-        """Settings, runtime, token, version, scope, hook registration, a dry run, the log."""
+        """Settings, runtime, token, version, scope, hook registration, a dry run, the MCP
+        server, the capture spool, the log."""
         checks: list[Check] = []
         try:
             ctx.commands = self.expected_commands()
         except InstallError as exc:
             checks.append(Check("interpreter", "fail", str(exc)))
         registration = self.inspect_registration(ctx)
+        installed = self.installed_settings(registration)
         env = {**ctx.env, **registration.env}
         settings: HookSettings | None = None
         try:
-            settings = HookSettings.load(self.host, env)
+            settings = HookSettings.load(self.host, env, installed=installed)
         except SettingsError as exc:
             fix = f"check the POWERCONTEXT_* variables and {config_file_path()}"
             checks.append(Check("settings", "fail", str(exc), fix))
@@ -474,9 +522,11 @@ class HostIntegration(abc.ABC):
                     f"runtime URL {settings.url} ({describe_endpoint(settings.endpoint)})",
                 )
             )
-            checks.append(bootstrap_check(settings, env))
+            checks.append(bootstrap_check(settings, env, installed))
             checks.extend(runtime_checks(settings, env))
         checks.append(scope_check(ctx.cwd, settings))
+        if settings is not None:
+            checks.append(handoff_check(settings, _scope_or_none(ctx.cwd, settings)))
         checks.extend(registration.checks)
         command = registration.commands.get("user-prompt-submit") or ctx.commands.get(
             "user-prompt-submit"
@@ -494,7 +544,53 @@ class HostIntegration(abc.ABC):
                     cwd=ctx.cwd,
                 )
             )
+        checks.append(self.mcp_doctor_check(ctx, registration))
+        checks.append(spool_check(registration.data_dir, settings))
         return checks, log_tail(registration.data_dir, log_lines)
+
+    def mcp_doctor_check(self, ctx: InstallContext, registration: HookRegistration) -> Check:
+        """The ``mcp`` line: start the MCP server the installed plugin registers, exactly as
+        the host would, and list its tools (:func:`.doctor.mcp_check`)."""
+        if not registration.commands:
+            return Check("mcp", "skip", "PowerContext is not installed")
+        if registration.data_dir != str(self.plugin_data_dir(ctx.env)):
+            return Check(
+                "mcp",
+                "warn",
+                f"no MCP server registered: the hooks are merged into "
+                f"{self.user_hooks_file(ctx.env)}, and only the plugin gives the agent the "
+                "memory tools",
+                f"run `{self.script} install` with `{self.cli_name}` on PATH",
+            )
+        path = self.installed_plugin_root(ctx.env) / ".mcp.json"
+        try:
+            document = load_json_object(path)
+        except InstallError as exc:
+            return Check("mcp", "fail", str(exc), f"run `{self.script} install`")
+        servers = (document or {}).get("mcpServers")
+        server = servers.get("powercontext") if isinstance(servers, dict) else None
+        if not isinstance(server, dict):
+            return Check(
+                "mcp",
+                "fail",
+                f"{path} registers no powercontext server",
+                f"run `{self.script} install`",
+            )
+        try:
+            expected: tuple[str, list[str]] | None = mcp_command(self.module)
+        except InstallError:
+            expected = None
+        server_env = mcp_server_env(
+            server, ctx.env, inherit=self.mcp_inherited_env, options=registration.env
+        )
+        return mcp_check(
+            server,
+            host=self.host,
+            env=server_env,
+            cwd=ctx.cwd,
+            expected=expected,
+            script=self.script,
+        )
 
     # ---- shared: driving the host CLI (for the host-specific steps) ------------------------
 
@@ -545,3 +641,12 @@ class HostIntegration(abc.ABC):
             self.marketplace_dir()
         ):
             self.run_change(ctx, "plugin", "marketplace", "remove", self.marketplace_name)
+
+
+def _scope_or_none(cwd: str, settings: HookSettings) -> str | None:
+    """The scope the hooks use in ``cwd`` (``None`` when the ``scope`` line already failed)."""
+    try:
+        explained = explain_scope(cwd, settings.scope_id)
+    except ScopeError:
+        return None
+    return explained[0] if explained else None

@@ -1,7 +1,9 @@
 """The plugin folder: render the packaged template, keep a managed copy of it in sync.
 
 The template ships inside each plugin's Python package with ``{{powercontext:<key>}}``
-placeholders (the absolute hook commands are only known on the user's machine); the rendered
+placeholders (the absolute hook and MCP server commands are only known on the user's machine);
+in a JSON file a string that is exactly one placeholder may also become a list (the MCP
+server's ``args``). The rendered
 copy lives in a folder we mark as ours, so it may be rewritten or deleted as a whole and a
 foreign folder at that place never is.
 """
@@ -16,8 +18,6 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from ..settings import DEFAULT_TCP_URL, HookSettings
-from ..transport import UnixEndpoint
 from .report import Change, InstallError
 from .user_files import atomic_write, dump_json
 
@@ -26,7 +26,6 @@ __all__ = [
     "MANAGED_MARKER",
     "MEMORY_SKILL_MARKDOWN",
     "is_managed_tree",
-    "mcp_url",
     "remove_managed_tree",
     "render_plugin_files",
     "same_tree",
@@ -86,14 +85,23 @@ before relying on it.
 """
 
 
-def _substitute(text: str, values: Mapping[str, str]) -> str:
+#: A placeholder's value: text, or (a whole JSON string only) a list of strings.
+PlaceholderValue = str | list[str]
+
+
+def _substitute(text: str, values: Mapping[str, PlaceholderValue]) -> str:
     for key, value in values.items():
-        text = text.replace(_PLACEHOLDER_OPEN + key + "}}", value)
+        if isinstance(value, str):
+            text = text.replace(_PLACEHOLDER_OPEN + key + "}}", value)
     return text
 
 
-def _substitute_json(value: Any, values: Mapping[str, str]) -> Any:
+def _substitute_json(value: Any, values: Mapping[str, PlaceholderValue]) -> Any:
     if isinstance(value, str):
+        if value.startswith(_PLACEHOLDER_OPEN) and value.endswith("}}"):
+            whole = values.get(value[len(_PLACEHOLDER_OPEN) : -2])
+            if isinstance(whole, list):
+                return list(whole)
         return _substitute(value, values)
     if isinstance(value, list):
         return [_substitute_json(item, values) for item in value]
@@ -115,7 +123,7 @@ def _walk_template(root: Traversable, prefix: str = "") -> Iterator[tuple[str, T
 
 def render_plugin_files(
     template: Traversable,
-    values: Mapping[str, str],
+    values: Mapping[str, PlaceholderValue],
     *,
     extra_files: Mapping[str, str] | None = None,
 ) -> dict[str, bytes]:
@@ -212,10 +220,3 @@ def same_tree(left: Path, right: Path, *, ignore: Sequence[str] = ()) -> bool:
 
     left_files = listing(left)
     return left_files is not None and left_files == listing(right)
-
-
-def mcp_url(settings: HookSettings) -> str:
-    """The ``/mcp`` URL for the plugins' ``.mcp.json``: the hosts' MCP clients speak HTTP over
-    TCP only, so a ``unix:`` hook URL means the runtime's default TCP listener here."""
-    base = DEFAULT_TCP_URL if isinstance(settings.endpoint, UnixEndpoint) else settings.url
-    return base.rstrip("/") + "/mcp"
