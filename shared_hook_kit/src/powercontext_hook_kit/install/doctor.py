@@ -90,21 +90,29 @@ class HookRegistration:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def _http_get(
-    settings: HookSettings, path: str, *, token: str | None, timeout: float = 3.0
+def _http(
+    settings: HookSettings,
+    path: str,
+    *,
+    token: str | None,
+    body: dict[str, Any] | None = None,
+    timeout: float = 3.0,
 ) -> tuple[int, bytes] | str:
-    """``(status, body)`` or a short reason the runtime could not be reached.
+    """``(status, body)`` of a GET (or, with ``body``, a JSON POST), or a short reason the
+    runtime could not be reached.
 
     The hook's own loopback transport: no proxy variables, no redirects, a bounded body.
     """
     headers = {"Accept": "application/json", "User-Agent": "powercontext-doctor"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
+    if body is not None:
+        headers["Content-Type"] = "application/json"
     outcome = exchange(
         settings.endpoint,
-        "GET",
+        "GET" if body is None else "POST",
         path,
-        None,
+        None if body is None else json.dumps(body).encode(),
         headers=headers,
         stop_at=time.monotonic() + timeout,
         read_error_bodies=True,
@@ -150,7 +158,7 @@ def runtime_checks(settings: HookSettings, env: Mapping[str, str]) -> list[Check
     """Reachable (``/health/live``), token accepted and version compatible (``/v1/capabilities``
     lists ``powercontext.prepared-context.v1``)."""
     where = describe_endpoint(settings.endpoint)
-    live = _http_get(settings, "/health/live", token=None)
+    live = _http(settings, "/health/live", token=None)
     if isinstance(live, str) or live[0] != 200:
         reason = live if isinstance(live, str) else f"HTTP {live[0]}"
         return [
@@ -176,7 +184,7 @@ def runtime_checks(settings: HookSettings, env: Mapping[str, str]) -> list[Check
         )
         checks.append(Check("version", "skip", "no token"))
         return checks
-    answer = _http_get(settings, "/v1/capabilities", token=settings.token)
+    answer = _http(settings, "/v1/capabilities", token=settings.token)
     if isinstance(answer, str):
         return [*checks, Check("token", "fail", f"capabilities request failed ({answer})")]
     status, body = answer
@@ -284,28 +292,16 @@ def handoff_check(settings: HookSettings, scope_id: str | None) -> Check:
     session will get it (only with bootstrap on)."""
     if scope_id is None:
         return Check("handoff", "skip", "needs a scope")
-    outcome = exchange(
-        settings.endpoint,
-        "POST",
-        "/v1/handoff/next",
-        json.dumps({"scope_id": scope_id}).encode(),
-        headers={
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "User-Agent": "powercontext-doctor",
-            **({"Authorization": f"Bearer {settings.token}"} if settings.token else {}),
-        },
-        stop_at=time.monotonic() + 3.0,
-        read_error_bodies=True,
-    )
-    if isinstance(outcome, HttpFailure):
-        return Check("handoff", "skip", f"runtime {_FAILURE_REASONS[outcome.kind]}")
-    if outcome.status == 404:
+    answer = _http(settings, "/v1/handoff/next", token=settings.token, body={"scope_id": scope_id})
+    if isinstance(answer, str):
+        return Check("handoff", "skip", f"runtime {answer}")
+    status, body = answer
+    if status == 404:
         return Check("handoff", "skip", "this runtime predates the Handoff queue (404)")
-    if outcome.status != 200:
-        return Check("handoff", "skip", f"the runtime answered HTTP {outcome.status}")
+    if status != 200:
+        return Check("handoff", "skip", f"the runtime answered HTTP {status}")
     try:
-        ref = json.loads(outcome.body).get("handoff_ref")
+        ref = json.loads(body).get("handoff_ref")
         revision = ref.get("revision") if isinstance(ref, dict) else None
     except (ValueError, AttributeError):
         return Check("handoff", "skip", "the runtime's answer is not the next-handoff object")
