@@ -7,9 +7,11 @@ state anywhere else and every dependency is visible in one screen.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .context.builder import PreparedContextBuilder
+from .embeddings import Embedder
 from .extraction import Extractor
 from .extraction.directives import DirectivesExtractor
 from .extraction.openai_compatible import OpenAICompatibleExtractor
@@ -21,7 +23,8 @@ from .services.context import ContextService
 from .services.flush import FlushService
 from .services.memory import MemoryService
 from .services.review import ReviewService
-from .settings import Settings
+from .services.semantic import EmbeddingWorker, SemanticChannel
+from .settings import ConfigError, Settings
 from .store.bootstrap import BootstrapStore
 from .store.database import Database
 from .store.flush import FlushStore
@@ -47,6 +50,8 @@ class Runtime:
     sources: SourceStore
     tokens: TokenStore
     authenticator: Authenticator
+    #: The semantic recall channel; None unless ``POWERCONTEXT_EMBEDDINGS`` configures it.
+    semantic: SemanticChannel | None = None
 
     @classmethod
     def open(cls, settings: Settings, *, prepare: bool = True) -> Runtime:
@@ -55,7 +60,12 @@ class Runtime:
         db = Database(settings.database_url, prompt_cache_kib=settings.prompt_cache_mib * 1024)
         tokens = TokenStore(db)
         memory_store = MemoryStore(db, document_terms)
-        memory = MemoryService(memory_store)
+        try:
+            semantic = _semantic(settings, db)
+        except BaseException:
+            db.dispose()
+            raise
+        memory = MemoryService(memory_store, semantic)
         review = ReviewService(ReviewStore(db, document_terms))
         bootstrap = BootstrapService(BootstrapStore(db))
         runtime = cls(
@@ -71,6 +81,7 @@ class Runtime:
             sources=SourceStore(db),
             tokens=tokens,
             authenticator=Authenticator(tokens),
+            semantic=semantic,
         )
         if prepare:
             try:
@@ -88,6 +99,8 @@ class Runtime:
         # folder, a full disk): every request that writes would fail.
         self.db.check_writes()
         self.db.create_schema()
+        if self.semantic is not None:
+            self.semantic.create_schema()
         for name, service in self._indexed():
             if not service.index_is_consistent():
                 count = service.reindex()
@@ -100,6 +113,28 @@ class Runtime:
     def reindex(self) -> dict[str, int]:
         """Rebuild every derived search index from the authoritative tables."""
         return {name: service.reindex() for name, service in self._indexed()}
+
+    @property
+    def search_modes(self) -> list[str]:
+        return self.memory.search_modes
+
+    def embedding_worker(self) -> EmbeddingWorker | None:
+        """The background embedder for the serving process (None with the channel off);
+        local writes wake it."""
+        if self.semantic is None:
+            return None
+        worker = EmbeddingWorker(self.semantic, self.settings.embeddings_interval)
+        self.memory.on_write = worker.wake
+        return worker
+
+    def backfill_embeddings(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed every current active entry version that has no vector for the configured
+        model (``powercontext reindex --embeddings``)."""
+        if self.semantic is None:
+            raise ConfigError(
+                "the semantic channel is off: set POWERCONTEXT_EMBEDDINGS=local or openai"
+            )
+        return self.semantic.backfill(progress)
 
     def stale_indexes(self) -> list[str]:
         return [name for name, service in self._indexed() if not service.index_is_consistent()]
@@ -122,7 +157,55 @@ class Runtime:
         return self.db.compact_search_index()
 
     def close(self) -> None:
+        if self.semantic is not None:
+            self.semantic.close()
         self.db.dispose()
+
+
+#: Cosine similarity a candidate found only by the vector channel needs (per model: cosine
+#: scales differ). USE-multilingual's is calibrated on the Debian DDTP set
+#: (docs/decisions/semantic-channel.md); other models get POWERCONTEXT_EMBEDDINGS_MIN_SIMILARITY.
+LOCAL_MIN_SIMILARITY = 0.25
+#: Unknown remote models: a conservative guess; calibrate and set the variable.
+OPENAI_MIN_SIMILARITY = 0.5
+
+
+def _semantic(settings: Settings, db: Database) -> SemanticChannel | None:
+    """The semantic channel the settings ask for (nothing is loaded when they do not)."""
+    if settings.embeddings == "off":
+        return None
+    from .store.vectors import for_backend
+
+    embedder: Embedder
+    if settings.embeddings == "local":
+        from .embeddings.local import LocalUSEEmbedder
+
+        embedder = LocalUSEEmbedder()
+        floor = LOCAL_MIN_SIMILARITY
+    else:
+        from .embeddings.openai_compatible import OpenAICompatibleEmbedder
+
+        assert settings.embeddings_base_url and settings.embeddings_model  # Settings.validate
+        assert settings.embeddings_dimension
+        embedder = OpenAICompatibleEmbedder(
+            settings.embeddings_base_url,
+            settings.embeddings_model,
+            settings.embeddings_dimension,
+            settings.embeddings_api_key,
+            settings.embeddings_timeout,
+        )
+        floor = OPENAI_MIN_SIMILARITY
+    if settings.embeddings_min_similarity is not None:
+        floor = settings.embeddings_min_similarity
+    return SemanticChannel(
+        db,
+        embedder,
+        for_backend(db.backend, embedder.dimension),
+        query_timeout=settings.embeddings_query_timeout,
+        floor=floor,
+        waits_on_network=settings.embeddings == "openai",
+    )
+
 
 
 def _extractor(settings: Settings) -> Extractor:

@@ -178,6 +178,60 @@ def _serving_settings(pick: Callable[[str, str, object], object], home: Path) ->
     }
 
 
+def _similarity(value: object) -> float:
+    try:
+        number = float(str(value))
+    except ValueError:
+        number = float("nan")
+    if not -1.0 <= number <= 1.0:
+        raise ConfigError("POWERCONTEXT_EMBEDDINGS_MIN_SIMILARITY must be a number from -1 to 1")
+    return number
+
+
+MAX_EMBEDDING_DIMENSION = 4096  # OceanBase's VECTOR(n) limit is 16000; real models ≤ 4096
+
+
+def _embedding_settings(
+    pick: Callable[[str, str, object], object], env: Mapping[str, str]
+) -> dict[str, object]:
+    """The semantic channel's fields of :meth:`Settings.load`."""
+    mode = str(pick("embeddings", "POWERCONTEXT_EMBEDDINGS", "off")).strip().lower()
+    if mode not in ("off", "local", "openai"):
+        raise ConfigError("POWERCONTEXT_EMBEDDINGS must be 'off', 'local' or 'openai'")
+    base_url = pick("embeddings_base_url", "POWERCONTEXT_EMBEDDINGS_BASE_URL", None)
+    model = pick("embeddings_model", "POWERCONTEXT_EMBEDDINGS_MODEL", None)
+    dimension = pick("embeddings_dimension", "POWERCONTEXT_EMBEDDINGS_DIMENSION", None)
+    min_similarity = pick(
+        "embeddings_min_similarity", "POWERCONTEXT_EMBEDDINGS_MIN_SIMILARITY", None
+    )
+    return {
+        "embeddings": mode,
+        "embeddings_base_url": None if base_url is None else str(base_url),
+        "embeddings_model": None if model is None else str(model),
+        "embeddings_dimension": None
+        if dimension is None
+        else _int_between(
+            dimension, "POWERCONTEXT_EMBEDDINGS_DIMENSION", 1, MAX_EMBEDDING_DIMENSION
+        ),
+        "embeddings_api_key": env.get("POWERCONTEXT_EMBEDDINGS_API_KEY") or None,
+        "embeddings_timeout": _positive_float(
+            pick("embeddings_timeout", "POWERCONTEXT_EMBEDDINGS_TIMEOUT", 10.0),
+            "POWERCONTEXT_EMBEDDINGS_TIMEOUT",
+        ),
+        "embeddings_query_timeout": _positive_float(
+            pick("embeddings_query_timeout", "POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT", 0.05),
+            "POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT",
+        ),
+        "embeddings_min_similarity": None
+        if min_similarity is None
+        else _similarity(min_similarity),
+        "embeddings_interval": _positive_float(
+            pick("embeddings_interval", "POWERCONTEXT_EMBEDDINGS_INTERVAL", 1.0),
+            "POWERCONTEXT_EMBEDDINGS_INTERVAL",
+        ),
+    }
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -213,6 +267,22 @@ class Settings:
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_pending_connections: int = DEFAULT_MAX_PENDING_CONNECTIONS
+    #: The optional semantic recall channel (docs/configuration.md § Semantic recall): ``off``
+    #: (the default: lexical search only, nothing loaded), ``local`` (the bundled
+    #: USE-multilingual model) or ``openai`` (an OpenAI-compatible ``/v1/embeddings``).
+    embeddings: Literal["off", "local", "openai"] = "off"
+    embeddings_base_url: str | None = None
+    embeddings_model: str | None = None
+    embeddings_dimension: int | None = None
+    embeddings_api_key: str | None = field(default=None, repr=False)
+    #: Seconds a background embedding call may take (openai), and the deadline for embedding
+    #: a query on the search path: past it the search falls back to lexical and says so.
+    embeddings_timeout: float = 10.0
+    embeddings_query_timeout: float = 0.05
+    #: Seconds between the embedding worker's polls for new entry versions.
+    embeddings_interval: float = 1.0
+    #: Cosine similarity a vector-only candidate needs (None: the model's calibrated default).
+    embeddings_min_similarity: float | None = None
 
     @property
     def token_file(self) -> Path:
@@ -325,6 +395,7 @@ class Settings:
                 MAX_PROMPT_CACHE_MIB,
             ),
         )
+        settings = replace(settings, **_embedding_settings(pick, env))  # type: ignore[arg-type]
         hosts = pick("allowed_hosts", "POWERCONTEXT_ALLOWED_HOSTS", ())
         if isinstance(hosts, str):
             hosts = tuple(name.strip() for name in hosts.split(",") if name.strip())
@@ -359,6 +430,18 @@ class Settings:
                 )
             if not self.extractor_base_url.startswith(("http://", "https://")):
                 raise ConfigError("POWERCONTEXT_EXTRACTOR_BASE_URL must be an http(s) URL")
+        if self.embeddings == "openai":
+            if (
+                not self.embeddings_base_url
+                or not self.embeddings_model
+                or not self.embeddings_dimension
+            ):
+                raise ConfigError(
+                    "POWERCONTEXT_EMBEDDINGS=openai needs POWERCONTEXT_EMBEDDINGS_BASE_URL, "
+                    "POWERCONTEXT_EMBEDDINGS_MODEL and POWERCONTEXT_EMBEDDINGS_DIMENSION"
+                )
+            if not self.embeddings_base_url.startswith(("http://", "https://")):
+                raise ConfigError("POWERCONTEXT_EMBEDDINGS_BASE_URL must be an http(s) URL")
 
     def with_changes(self, **changes: object) -> Settings:
         updated = replace(self, **changes)  # type: ignore[arg-type]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from ..client import PowerContextClient
 from ..client._common import default_token, default_url
@@ -58,6 +59,14 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
 
     p = sub.add_parser(
         "reindex", help="rebuild the derived search index", parents=[common, db_args]
+    )
+    p.add_argument(
+        "--embeddings",
+        action="store_true",
+        help=(
+            "also embed every active entry version that has no vector for the configured "
+            "model (the semantic channel, POWERCONTEXT_EMBEDDINGS); a progress bar on a TTY"
+        ),
     )
     p.set_defaults(handler=_reindex)
 
@@ -145,15 +154,49 @@ def _reindex(args: argparse.Namespace) -> int:
     runtime = _open(args)
     try:
         counts = runtime.reindex()
+        embedded = None
+        if getattr(args, "embeddings", False):
+            embedded = runtime.backfill_embeddings(_Progress(sys.stderr, quiet=args.json))
     finally:
         runtime.close()
-    emit(
-        {"indexed": counts},
-        as_json=args.json,
-        human="rebuilt the search indexes: "
-        + ", ".join(f"{count} {name}" for name, count in counts.items()),
+    human = "rebuilt the search indexes: " + ", ".join(
+        f"{count} {name}" for name, count in counts.items()
     )
+    result: dict[str, object] = {"indexed": counts}
+    if embedded is not None:
+        result["embedded"] = embedded
+        human += f"; embedded {embedded} entry versions"
+    emit(result, as_json=args.json, human=human)
     return 0
+
+
+class _Progress:
+    """``reindex --embeddings`` progress on stderr: a bar redrawn in place on a TTY, else a
+    plain ``embedded N/M`` line at every tenth (and none with ``--json``)."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO, *, quiet: bool) -> None:
+        self._stream = stream
+        self._tty = stream.isatty()
+        self._quiet = quiet
+        self._last_tenth = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._quiet:
+            return
+        if self._tty:
+            filled = self.WIDTH * done // total if total else self.WIDTH
+            bar = "#" * filled + "-" * (self.WIDTH - filled)
+            end = "\n" if done >= total else ""
+            self._stream.write(f"\rembedding [{bar}] {done}/{total}{end}")
+            self._stream.flush()
+            return
+        tenth = 10 * done // total if total else 10
+        if tenth != self._last_tenth:
+            self._last_tenth = tenth
+            self._stream.write(f"embedded {done}/{total}\n")
+            self._stream.flush()
 
 
 def _doctor(args: argparse.Namespace) -> int:

@@ -35,6 +35,7 @@ from ..composition import Runtime
 from ..http import create_app
 from ..logs import configure_logging
 from ..services.periodic import Periodic
+from ..services.semantic import EmbeddingWorker
 from ..serving.limits import ConnectionLimits, ServingConfig
 from ..serving.listeners import ListenError, Listeners, open_listeners, raise_file_limit
 from ..settings import Settings
@@ -131,14 +132,17 @@ def _ready_line(settings: Settings, listeners: Listeners) -> str:
     return f"PowerContext runtime: {where}  ({token_note}{workers_note})\n"
 
 
-def _background_jobs(runtime: Runtime, settings: Settings) -> list[Periodic]:
-    jobs = []
+def _background_jobs(runtime: Runtime, settings: Settings) -> list[Periodic | EmbeddingWorker]:
+    jobs: list[Periodic | EmbeddingWorker] = []
     if settings.flush_interval > 0:
         flush = runtime.flush.flush_pending
         jobs.append(Periodic("periodic_flush", settings.flush_interval, flush))
     if runtime.backend == "sqlite":
         compact = runtime.compact_search_index
         jobs.append(Periodic("search_index_compacted", COMPACT_INTERVAL, compact))
+    worker = runtime.embedding_worker()  # the semantic channel's queue (None when off)
+    if worker is not None:
+        jobs.append(worker)
     return jobs
 
 

@@ -161,19 +161,23 @@ class SearchMemoryRequest(StrictModel):
     scope_id: ScopeId
     query: Query
     limit: Annotated[int, Field(ge=1, le=limits.SEARCH_LIMIT_MAX)] = limits.SEARCH_LIMIT_DEFAULT
-    mode: Literal["auto", "fts"] = "auto"
+    #: ``auto``: hybrid when the semantic channel is configured, else fts. ``vector`` and
+    #: ``hybrid`` are accepted only when ``get_capabilities`` lists them.
+    mode: Literal["auto", "fts", "vector", "hybrid"] = "auto"
 
 
 class SearchHit(StrictModel):
     citation: MemoryCitation
     text: str
     score: Annotated[float, Field(ge=0.0, le=1.0)]
-    matched_by: Literal["fts"]
+    matched_by: Literal["fts", "vector", "fts+vector"]
 
 
 class SearchMemoryResponse(StrictModel):
     memory: MemoryRef | None
-    mode: Literal["fts"]
+    #: The search that actually ran: a hybrid search whose query embedding failed or missed
+    #: its deadline ran (and reports) ``fts``.
+    mode: Literal["fts", "vector", "hybrid"]
     hits: list[SearchHit]
 
 

@@ -119,15 +119,17 @@ def get_health(request: Request) -> Readiness:
     tags=["system"],
     responses=error_responses(401),
 )
-def get_capabilities() -> Capabilities:
-    # Truthful: exactly what this build serves; closed values, no tuning knobs.
+def get_capabilities(request: Request) -> Capabilities:
+    # Truthful: exactly what this runtime serves; closed values, no tuning knobs. Search
+    # modes: vector and hybrid only when the semantic channel is configured.
+    runtime: Runtime = request.app.state.runtime
     return Capabilities(
         context_versions=["powercontext.prepared-context.v1"],
         bootstrap_versions=["powercontext.bootstrap-context.v1"],
         bootstrap_profiles=["powercontext.scope-bootstrap.v1"],
         artifact_families=["memory", "experience", "skill", "handoff"],
         source_types=["content"],
-        search_modes=["auto", "fts"],
+        search_modes=runtime.search_modes,
         memory_extraction=True,
     )
 
@@ -148,14 +150,28 @@ async def prepare_context(body: PrepareContextRequest, request: Request) -> JSON
     # round trips and goes to the pool like every other operation.
     runtime = scoped_runtime(request, body.scope_id)
     principal = request.state.principal
-    if runtime.backend == "sqlite":
-        prepared = runtime.context.prepare(body, principal)
+    if runtime.semantic is None:
+        if runtime.backend == "sqlite":
+            prepared = runtime.context.prepare(body, principal)
+        else:
+            prepared = await run_in_threadpool(runtime.context.prepare, body, principal)
+        # Returned as a response, FastAPI skips re-validating and re-serialising the pack
+        # against ``response_model`` (≈ 50 µs a prompt); the builder's output is the contract
+        # already (property-tested), and ``response_model`` still documents it in the OpenAPI.
+        return JSONResponse(prepared.to_wire())
+    # With the semantic channel the query is embedded first (a model call with a deadline):
+    # off the event loop when that is a network call. The pack's schema has no mode, so which
+    # search ran is reported in headers (docs/configuration.md § Semantic recall).
+    if runtime.backend == "sqlite" and not runtime.semantic.waits_on_network:
+        prepared, query = runtime.context.prepare_reporting(body, principal)
     else:
-        prepared = await run_in_threadpool(runtime.context.prepare, body, principal)
-    # Returned as a response, FastAPI skips re-validating and re-serialising the pack against
-    # ``response_model`` (≈ 50 µs a prompt); the builder's output is the contract already
-    # (property-tested), and ``response_model`` still documents it in the OpenAPI.
-    return JSONResponse(prepared.to_wire())
+        prepared, query = await run_in_threadpool(
+            runtime.context.prepare_reporting, body, principal
+        )
+    headers = {"X-PowerContext-Search-Mode": query.mode}
+    if query.fallback:
+        headers["X-PowerContext-Search-Fallback"] = query.fallback
+    return JSONResponse(prepared.to_wire(), headers=headers)
 
 
 @router.post(

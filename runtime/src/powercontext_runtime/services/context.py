@@ -14,7 +14,7 @@ from ..contract.context import PrepareContextRequest
 from ..search.analyzer import query_terms
 from .auth import Principal
 from .bootstrap import BootstrapService
-from .memory import MemoryService
+from .memory import MemoryService, QueryVector
 from .review import ReviewService
 
 __all__ = ["ContextService"]
@@ -40,10 +40,21 @@ class ContextService:
 
     def prepare(self, req: PrepareContextRequest, principal: Principal) -> PreparedContext:
         """``principal``: the caller, whose own bootstrap receipt alone may de-duplicate."""
-        with self._snapshot():  # one read transaction for every lookup below
-            return self._prepare(req, principal)
+        return self.prepare_reporting(req, principal)[0]
 
-    def _prepare(self, req: PrepareContextRequest, principal: Principal) -> PreparedContext:
+    def prepare_reporting(
+        self, req: PrepareContextRequest, principal: Principal
+    ) -> tuple[PreparedContext, QueryVector]:
+        """:meth:`prepare`, and which Memory search ran (``auto``: hybrid when the semantic
+        channel is on and its query embedding answered in time, else fts)."""
+        # Embedded before the snapshot opens: no read transaction waits on a model.
+        query = self._memory.resolve(req.query, "auto", "prepare_context")
+        with self._snapshot():  # one read transaction for every lookup below
+            return self._prepare(req, principal, query), query
+
+    def _prepare(
+        self, req: PrepareContextRequest, principal: Principal, query: QueryVector
+    ) -> PreparedContext:
         delivered = (
             frozenset(
                 self._bootstrap.delivered_whole(req.scope_id, req.bootstrap_receipt_id, principal)
@@ -52,7 +63,7 @@ class ContextService:
             else frozenset()
         )
         terms = query_terms(req.query)
-        result = self._memory.find(req.scope_id, terms, MEMORY_CANDIDATES, delivered)
+        result = self._memory.find(req.scope_id, terms, MEMORY_CANDIDATES, delivered, query)
         experience = [
             ExperienceHit(
                 artifact_id=found.artifact_id,

@@ -91,14 +91,18 @@ class FoundEntry(NamedTuple):
     entry_version_id: str
     text: str
     score: float
+    #: Which channel found it: ``fts``, or with the semantic channel ``vector``/``fts+vector``.
+    matched_by: str = "fts"
 
 
 class SearchResult(NamedTuple):
     """The head revision searched (0: the scope has no memory) and the admitted hits, best
-    first. The store returns the revision once for all hits, so no hit can cite another."""
+    first. The store returns the revision once for all hits, so no hit can cite another.
+    ``mode``: the search that ran (``fts``; ``hybrid``/``vector`` with the semantic channel)."""
 
     head: int
     hits: list[FoundEntry]
+    mode: str = "fts"
 
     @property
     def memory(self) -> MemoryRef | None:
@@ -118,7 +122,7 @@ class SearchResult(NamedTuple):
                 ),
                 text=hit.text,
                 score=hit.score,
-                matched_by="fts",
+                matched_by=hit.matched_by,  # type: ignore[arg-type]
             )
             for hit in self.hits
         ]

@@ -1,0 +1,92 @@
+"""Hybrid recall: fuse the lexical and the vector channel's candidates (pure, no I/O).
+
+Reciprocal rank fusion (Cormack et al., 2009): each channel contributes ``1 / (RRF_K + rank)``
+for the candidates it ranks, so neither channel's score scale matters, only its order. The
+sum is divided by the best possible value (first in both channels), so fused scores stay in
+0..1 like the lexical ones.
+
+Admission is what keeps an unrelated prompt ``empty``:
+
+* a lexical hit has already cleared the lexical relevance floor (:mod:`.scoring`) and is
+  always admitted; a vector rank for it only raises it;
+* a candidate only the vector channel found is admitted when its cosine similarity reaches
+  ``floor`` (per model; calibrated on data, docs/decisions/semantic-channel.md).
+
+Order is deterministic: fused score, then the entry id by byte order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Literal, NamedTuple
+
+__all__ = ["Fused", "MatchedBy", "RRF_K", "fuse", "vector_only"]
+
+RRF_K = 60
+MatchedBy = Literal["fts", "vector", "fts+vector"]
+
+
+class Fused(NamedTuple):
+    key: Hashable
+    score: float
+    matched_by: MatchedBy
+
+
+def fuse(
+    lexical: Sequence[Hashable],
+    vector: Sequence[tuple[Hashable, float]],
+    floor: float,
+    limit: int,
+    tiebreak: Callable[[Hashable], bytes],
+) -> list[Fused]:
+    """``lexical``: admitted lexical hits, best first (keys: entry version ids); ``vector``:
+    (key, cosine) best first. The best ``limit`` fused hits."""
+    best = 2.0 / (RRF_K + 1)
+    scores: dict[Hashable, float] = {}
+    lexical_ids: set[Hashable] = set()
+    for rank, rowid in enumerate(lexical, start=1):
+        if rowid in scores:
+            continue
+        lexical_ids.add(rowid)
+        scores[rowid] = 1.0 / (RRF_K + rank)
+    vector_ids: set[Hashable] = set()
+    rank = 0
+    for rowid, similarity in vector:
+        if rowid in vector_ids:
+            continue
+        rank += 1
+        if rowid not in lexical_ids and similarity < floor:
+            continue
+        vector_ids.add(rowid)
+        scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (RRF_K + rank)
+    fused = [
+        Fused(rowid, round(min(1.0, score / best), 6), _matched(rowid, lexical_ids, vector_ids))
+        for rowid, score in scores.items()
+    ]
+    fused.sort(key=lambda f: (-f.score, tiebreak(f.key)))
+    return fused[:limit]
+
+
+def vector_only(
+    vector: Sequence[tuple[Hashable, float]],
+    floor: float,
+    limit: int,
+    tiebreak: Callable[[Hashable], bytes],
+) -> list[Fused]:
+    """The vector channel alone: candidates at or above ``floor``, scored by their cosine
+    (clipped to 0..1)."""
+    seen: dict[Hashable, float] = {}
+    for rowid, similarity in vector:
+        if similarity >= floor and rowid not in seen:
+            seen[rowid] = similarity
+    hits = [
+        Fused(rowid, round(min(1.0, max(0.0, sim)), 6), "vector") for rowid, sim in seen.items()
+    ]
+    hits.sort(key=lambda f: (-f.score, tiebreak(f.key)))
+    return hits[:limit]
+
+
+def _matched(rowid: Hashable, lexical: set[Hashable], vector: set[Hashable]) -> MatchedBy:
+    if rowid in lexical:
+        return "fts+vector" if rowid in vector else "fts"
+    return "vector"

@@ -1,0 +1,315 @@
+"""The semantic recall channel: query embedding with a deadline, vector candidates, the
+embedding queue and its worker, and the backfill (docs/decisions/semantic-channel.md).
+
+Only built when ``POWERCONTEXT_EMBEDDINGS`` is ``local`` or ``openai``; with it off the
+runtime has no :class:`SemanticChannel` and every search is exactly the lexical one.
+
+Writes never wait for a model: remember/revise commit the version and its full-text row as
+before and only *wake* the :class:`EmbeddingWorker`. The queue is the anti-join "current active
+versions without a vector for this model", read from the authoritative rows, so nothing is lost
+across restarts, a model change re-embeds everything, and a failed round is simply retried.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from sqlalchemy import Connection, bindparam, select
+
+from ..embeddings import Embedder, EmbeddingTimeoutError, EmbeddingUnavailableError
+from ..store.database import Database
+from ..store.schema import memory_versions
+from ..store.vectors import PendingVersion, VectorStore
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["EmbeddingWorker", "SemanticChannel", "VectorCandidate"]
+
+_log = logging.getLogger("powercontext.semantic")
+
+#: Characters of a query (a whole prompt, up to 8192) that are embedded. The model's cost
+#: grows with the tokens; the opening of a prompt is what it is about. ~3–8 ms with USE.
+QUERY_CHARS = 256
+BATCH = 32  # versions embedded per worker step (one write transaction each)
+FULL_SWEEP_EVERY = 30  # worker rounds between sweeps from row 0 (see embed_pending)
+MAX_QUEUED_QUERIES = 4  # query embeddings waiting beyond this fail fast (fallback)
+
+_v = memory_versions
+_CANDIDATE_ROWS = select(
+    _v.c.id, _v.c.scope_id, _v.c.entry_id, _v.c.entry_version_id, _v.c.text, _v.c.valid_to,
+    _v.c.state,
+).where(_v.c.id.in_(bindparam("ids", expanding=True)))
+
+
+class VectorCandidate(NamedTuple):
+    """A current entry version the vector channel found, with its cosine similarity."""
+
+    entry_id: str
+    entry_version_id: str
+    text: str
+    similarity: float
+
+
+def embedding_text(text: str, tags_json: str) -> str:
+    """What is embedded for a version: its text and tags (as the lexical index sees it)."""
+    tags = json.loads(tags_json)
+    return text + ("\n" + " ".join(tags) if tags else "")
+
+
+class SemanticChannel:
+    def __init__(
+        self,
+        db: Database,
+        embedder: Embedder,
+        vectors: VectorStore,
+        *,
+        query_timeout: float,
+        floor: float,
+        waits_on_network: bool = False,
+    ) -> None:
+        self.embedder = embedder
+        self.model_id = embedder.model_id
+        self.floor = floor
+        #: True when a query embedding is a network call (the route then leaves the loop).
+        self.waits_on_network = waits_on_network
+        self._db = db
+        self._vectors = vectors
+        self._query_timeout = query_timeout
+        self._queries = ThreadPoolExecutor(max_workers=1, thread_name_prefix="powercontext-qembed")
+        self._queued = 0
+        self._queued_lock = threading.Lock()
+        self._embedding = threading.Lock()  # one queue pass at a time in this process
+        self._high_water = 0
+        self._rounds = 0
+        self.fallbacks: dict[str, int] = {}
+
+    # -- schema ----------------------------------------------------------------------------
+
+    def create_schema(self) -> None:
+        self._db.write(self._vectors.create)
+
+    # -- the query path --------------------------------------------------------------------
+
+    def snapshot(self) -> AbstractContextManager[Connection]:
+        """A read snapshot (joins the caller's open one, as every nested read does)."""
+        return self._db.read()
+
+    def embed_query(self, query: str) -> npt.NDArray[np.float32]:
+        """The query's vector, or :class:`EmbeddingUnavailableError` (a timeout included) when
+        the embedder fails or misses the deadline. A late answer is dropped, not waited for."""
+        with self._queued_lock:
+            if self._queued >= MAX_QUEUED_QUERIES:
+                raise EmbeddingTimeoutError("the embedder is busy")
+            self._queued += 1
+        try:
+            future = self._queries.submit(self._embed_one, query[:QUERY_CHARS])
+        except RuntimeError:  # shut down
+            self._release()
+            raise EmbeddingUnavailableError("the embedder is shut down") from None
+        future.add_done_callback(lambda _f: self._release())
+        try:
+            return future.result(timeout=self._query_timeout)
+        except FutureTimeout:
+            raise EmbeddingTimeoutError("the embedder did not answer in time") from None
+
+    def _embed_one(self, text: str) -> npt.NDArray[np.float32]:
+        return self.embedder.embed([text], timeout=self._query_timeout)[0]
+
+    def _read(self, work: Callable[[Connection], Any]) -> Any:
+        with self._db.read() as conn:
+            return work(conn)
+
+    def _release(self) -> None:
+        with self._queued_lock:
+            self._queued -= 1
+
+    def note_fallback(self, operation: str, error: EmbeddingUnavailableError) -> None:
+        """Count and log (content-free) a search that fell back to the lexical channel."""
+        self.fallbacks[error.code] = self.fallbacks.get(error.code, 0) + 1
+        _log.warning("semantic_fallback", extra={"operation": operation, "code": error.code})
+
+    def candidates(
+        self,
+        scope_id: str,
+        query: npt.NDArray[np.float32],
+        k: int,
+        exclude_versions: frozenset[str] = frozenset(),
+    ) -> list[VectorCandidate]:
+        """The nearest current, active versions of the scope, best first, in the caller's
+        snapshot (nested in its :meth:`Database.read`)."""
+        with self._db.read() as conn:
+            # Ask for more than k: superseded versions' vectors are dropped below.
+            hits = self._vectors.nearest(conn, scope_id, self.model_id, query, 2 * k)
+            if not hits:
+                return []
+            rows = {row.id: row for row in self._rows(conn, [h.rowid for h in hits])}
+        stale = [
+            h.rowid
+            for h in hits
+            if h.rowid in rows and (rows[h.rowid].valid_to is not None or rows[h.rowid].state != "active")
+        ]
+        if stale:
+            self._vectors.forget(stale)
+        found: list[VectorCandidate] = []
+        seen: set[int] = set()
+        for hit in hits:
+            row = rows.get(hit.rowid)
+            if (
+                row is None
+                or hit.rowid in seen
+                or row.scope_id != scope_id
+                or row.valid_to is not None
+                or row.state != "active"
+                or row.entry_version_id in exclude_versions
+            ):
+                continue
+            seen.add(hit.rowid)
+            found.append(
+                VectorCandidate(row.entry_id, row.entry_version_id, row.text, hit.similarity)
+            )
+            if len(found) == k:
+                break
+        return found
+
+    @staticmethod
+    def _rows(conn: Connection, ids: list[int]) -> Sequence[Any]:
+        return conn.execute(_CANDIDATE_ROWS, {"ids": sorted(set(ids))}).all()
+
+    # -- the write side --------------------------------------------------------------------
+
+    def embed_pending(self, max_batches: int = 8) -> int:
+        """One worker round: embed up to ``max_batches`` batches of queued versions.
+
+        Most rounds read only versions newer than the last one embedded (a primary-key range);
+        every ``FULL_SWEEP_EVERY`` rounds the scan starts from row 0, which also catches
+        versions committed out of id order (concurrent writers on OceanBase) and prunes the
+        vectors of superseded versions and of other models."""
+        with self._embedding:
+            sweep = self._rounds % FULL_SWEEP_EVERY == 0
+            self._rounds += 1
+            after = 0 if sweep else self._high_water
+            done = 0
+            for _ in range(max_batches):
+                rows = self._read(
+                    lambda conn, after=after: self._vectors.pending(
+                        conn, self.model_id, after, BATCH
+                    )
+                )
+                if not rows:
+                    break
+                self._store(rows)
+                done += len(rows)
+                after = rows[-1].rowid
+                self._high_water = max(self._high_water, after)
+            if sweep:
+                self._db.write(lambda conn: self._vectors.prune(conn, self.model_id))
+            return done
+
+    def _store(self, rows: Sequence[PendingVersion]) -> None:
+        vectors = self.embedder.embed([embedding_text(r.text, r.tags) for r in rows])
+        self._db.write(lambda conn: self._vectors.put(conn, self.model_id, rows, vectors))
+
+    def pending_count(self) -> int:
+        return self._read(lambda conn: self._vectors.pending_count(conn, self.model_id))
+
+    def vector_count(self) -> int:
+        return self._read(lambda conn: self._vectors.count(conn, self.model_id))
+
+    def backfill(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed every current active version that has no vector for this model (and prune the
+        rest); ``progress(done, total)`` after each batch. Returns how many were embedded."""
+        with self._embedding:
+            self._db.write(lambda conn: self._vectors.prune(conn, self.model_id))
+            total = self.pending_count()
+            done = 0
+            after = 0
+            if progress is not None:
+                progress(0, total)
+            while True:
+                rows = self._read(
+                    lambda conn, after=after: self._vectors.pending(
+                        conn, self.model_id, after, BATCH
+                    )
+                )
+                if not rows:
+                    break
+                self._store(rows)
+                done += len(rows)
+                after = rows[-1].rowid
+                self._high_water = max(self._high_water, after)
+                if progress is not None:
+                    progress(done, max(total, done))
+            return done
+
+    def close(self) -> None:
+        self._queries.shutdown(wait=False, cancel_futures=True)
+        close = getattr(self.embedder, "close", None)
+        if close is not None:
+            close()
+
+
+class EmbeddingWorker:
+    """The background thread that drains the embedding queue.
+
+    It runs in the serving process (the supervisor with several workers, like the other
+    background jobs), wakes every ``interval`` seconds or when a local write calls
+    :meth:`wake`, and backs off (doubling, up to a minute) while the embedder fails. A failing
+    round is logged by exception type only."""
+
+    MAX_BACKOFF = 60.0
+
+    def __init__(self, channel: SemanticChannel, interval: float) -> None:
+        self.event = "memory_embedded"
+        self._channel = channel
+        self._interval = interval
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="powercontext-embed", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=self._interval + 30)
+
+    def _run(self) -> None:
+        delay = 0.0  # a first round at start: catch up with what was written while down
+        while not self._stop.is_set():
+            self._wake.wait(delay)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            started = time.monotonic()
+            try:
+                count = self._channel.embed_pending()
+            except Exception as exc:  # keep the loop alive; log the type only
+                _log.warning(
+                    "memory_embedding_failed", extra={"error_type": type(exc).__name__}
+                )
+                delay = min(max(delay * 2, self._interval), self.MAX_BACKOFF)
+                continue
+            if count:
+                _log.info(
+                    self.event,
+                    extra={
+                        "count": count,
+                        "duration_ms": round((time.monotonic() - started) * 1000, 1),
+                    },
+                )
+            # A full round means more is queued: go again at once.
+            delay = 0.0 if count >= BATCH * 8 else self._interval

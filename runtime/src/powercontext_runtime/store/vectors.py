@@ -1,0 +1,436 @@
+"""Derived vector storage for the semantic recall channel (only when it is configured).
+
+Vectors are derived data, like the full-text index: the immutable entry versions stay the
+source of truth, every vector row is keyed by the version row's id *and* the embedder's model
+id, and anything here can be dropped and rebuilt (``powercontext reindex --embeddings``). A
+version's vector never changes (versions are immutable), so an index only ever appends; a
+superseded or retired version's vector is skipped at search time (the version row says it is
+no longer current in the searched snapshot) and pruned by the embedding worker.
+
+* SQLite: ``memory_vectors`` holds each vector as int8 (512 B at 512 dimensions) with its scale.
+  Searching is in-process (numpy): a per-(scope, model) index loaded on first use and topped
+  up with the rows appended since (one indexed range read per search). Up to
+  ``EXACT_MAX`` vectors it rescores all of them; above, a Hamming prefilter over mean-centred
+  sign bits keeps ``PREFILTER`` candidates that int8 then rescores (recall@10 0.992 at 89.5k
+  real vectors, docs/decisions/semantic-channel.md).
+* OceanBase: ``memory_vectors_d<dim>`` with a native ``VECTOR(dim)`` column and an HNSW index
+  (``distance=cosine, lib=vsag``), queried with ``ORDER BY cosine_distance(…) APPROXIMATE``.
+  One table per dimension: a column's dimension is fixed and it may carry one vector index.
+
+numpy is imported lazily: a runtime with the channel off never loads it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from sqlalchemy import Connection, text
+
+from ._sqlite import sqlite_driver
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["PendingVersion", "VectorHit", "VectorStore", "for_backend"]
+
+EXACT_MAX = 4096  # up to this many vectors in a scope, score every one
+PREFILTER = 1000  # Hamming candidates rescored in int8 above EXACT_MAX
+_BLOCK = 8192  # rows upcast to float32 at a time (bounds the temporary to ~16 MiB)
+
+
+class PendingVersion(NamedTuple):
+    """A current, active entry version that has no vector for the model yet."""
+
+    rowid: int
+    scope_id: str
+    text: str
+    tags: str  # canonical JSON list
+
+
+class VectorHit(NamedTuple):
+    rowid: int
+    similarity: float  # cosine, -1..1
+
+
+class VectorStore(Protocol):
+    def create(self, conn: Connection) -> None: ...
+    def put(
+        self,
+        conn: Connection,
+        model: str,
+        rows: Sequence[PendingVersion],
+        vectors: npt.NDArray[np.float32],
+    ) -> None: ...
+    def nearest(
+        self,
+        conn: Connection,
+        scope_id: str,
+        model: str,
+        query: npt.NDArray[np.float32],
+        k: int,
+    ) -> list[VectorHit]: ...
+    def forget(self, rowids: Sequence[int]) -> None: ...
+    def pending(
+        self, conn: Connection, model: str, after: int, limit: int
+    ) -> list[PendingVersion]: ...
+    def pending_count(self, conn: Connection, model: str) -> int: ...
+    def prune(self, conn: Connection, model: str) -> int: ...
+    def count(self, conn: Connection, model: str) -> int: ...
+    def clear(self, conn: Connection) -> None: ...
+
+
+def for_backend(backend: str, dimension: int) -> VectorStore:
+    return _SqliteVectors() if backend == "sqlite" else _OceanBaseVectors(dimension)
+
+
+# -- shared SQL over the authoritative version rows ----------------------------------------
+
+_CURRENT = "v.valid_to IS NULL AND v.state = 'active'"
+
+
+def _pending_sql(vector_table: str) -> str:
+    # The anti-join is the queue: a current active version without a vector for this model.
+    # ``after`` bounds the scan to versions newer than the last one seen (a PK range); a full
+    # sweep passes 0.
+    return (
+        f"SELECT v.id, v.scope_id, v.text, v.tags FROM memory_versions v"
+        f" LEFT JOIN {vector_table} x ON x.version_id = v.id AND x.model = :model"
+        f" WHERE v.id > :after AND {_CURRENT} AND x.version_id IS NULL"
+        " ORDER BY v.id LIMIT :limit"
+    )
+
+
+def _pending_count_sql(vector_table: str) -> str:
+    return (
+        f"SELECT count(*) FROM memory_versions v"
+        f" LEFT JOIN {vector_table} x ON x.version_id = v.id AND x.model = :model"
+        f" WHERE {_CURRENT} AND x.version_id IS NULL"
+    )
+
+
+def _prune_sql(vector_table: str) -> str:
+    return (
+        f"DELETE FROM {vector_table} WHERE model <> :model OR version_id IN"
+        f" (SELECT v.id FROM memory_versions v WHERE NOT ({_CURRENT}))"
+    )
+
+
+def _int8(vectors: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.int8], npt.NDArray[Any]]:
+    """Per-row symmetric int8 quantisation: ``row ≈ q * scale``."""
+    import numpy as np
+
+    peak = np.max(np.abs(vectors), axis=1)
+    scale = np.maximum(peak, 1e-12) / 127.0
+    q = np.clip(np.rint(vectors / scale[:, None]), -127, 127).astype(np.int8)
+    return q, scale.astype(np.float32)
+
+
+# -- SQLite: int8 rows, searched in-process -------------------------------------------------
+
+
+@dataclass
+class _ScopeIndex:
+    """The vectors of one (scope, model), append-only, in preallocated numpy buffers."""
+
+    dimension: int
+    last_seq: int = 0
+    size: int = 0
+    rowids: Any = None  # int64 (capacity,)
+    q: Any = None  # int8 (capacity, dim)
+    scale: Any = None  # float32 (capacity,)
+    codes: Any = None  # uint8 (capacity, dim/8): sign bits of (vector - centre)
+    alive: Any = None  # bool (capacity,)
+    centre: Any = None  # float32 (dim,): fixed when the index is first loaded
+    position: dict[int, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def append(self, rowids: list[int], q: Any, scale: Any) -> None:
+        import numpy as np
+
+        n = len(rowids)
+        if not n:
+            return
+        if self.q is None or self.size + n > len(self.q):
+            capacity = max(64, 2 * (self.size + n))
+            self.rowids = _grown(self.rowids, (capacity,), np.int64, self.size)
+            self.q = _grown(self.q, (capacity, self.dimension), np.int8, self.size)
+            self.scale = _grown(self.scale, (capacity,), np.float32, self.size)
+            self.codes = _grown(self.codes, (capacity, (self.dimension + 7) // 8), np.uint8, self.size)
+            self.alive = _grown(self.alive, (capacity,), np.bool_, self.size)
+        if self.centre is None:
+            self.centre = (q.astype(np.float32) * scale[:, None]).mean(axis=0)
+        end = self.size + n
+        self.rowids[self.size : end] = rowids
+        self.q[self.size : end] = q
+        self.scale[self.size : end] = scale
+        self.codes[self.size : end] = np.packbits(
+            q.astype(np.float32) * scale[:, None] > self.centre, axis=1
+        )
+        self.alive[self.size : end] = True
+        for offset, rowid in enumerate(rowids):
+            self.position[rowid] = self.size + offset
+        self.size = end
+
+    def nearest(self, query: Any, k: int) -> list[VectorHit]:
+        import numpy as np
+
+        n = self.size
+        if not n or k <= 0:
+            return []
+        if n <= EXACT_MAX:
+            pool = np.arange(n)
+        else:
+            code = np.packbits(query > self.centre)
+            distance = np.bitwise_count(self.codes[:n] ^ code).sum(axis=1, dtype=np.int32)
+            distance[~self.alive[:n]] = np.iinfo(np.int32).max
+            keep = min(PREFILTER, n)
+            pool = np.argpartition(distance, keep - 1)[:keep]
+            pool.sort()  # ascending rows: deterministic order before the exact rescore
+        sims = np.empty(len(pool), dtype=np.float32)
+        for start in range(0, len(pool), _BLOCK):
+            rows = pool[start : start + _BLOCK]
+            sims[start : start + len(rows)] = (
+                self.q[rows].astype(np.float32) @ query
+            ) * self.scale[rows]
+        sims[~self.alive[pool]] = -np.inf
+        take = min(k, len(pool))
+        best = np.argpartition(-sims, take - 1)[:take]
+        # Similarity, then row id: the same answer for the same state.
+        order = sorted(best.tolist(), key=lambda i: (-float(sims[i]), int(self.rowids[pool[i]])))
+        return [
+            VectorHit(int(self.rowids[pool[i]]), float(sims[i]))
+            for i in order
+            if np.isfinite(sims[i])
+        ]
+
+    def forget(self, rowid: int) -> None:
+        at = self.position.get(rowid)
+        if at is not None:
+            self.alive[at] = False
+
+
+def _grown(old: Any, shape: tuple[int, ...], dtype: Any, used: int) -> Any:
+    import numpy as np
+
+    new = np.zeros(shape, dtype=dtype)
+    if old is not None and used:
+        new[:used] = old[:used]
+    return new
+
+
+_SQLITE_TABLE = (
+    "CREATE TABLE IF NOT EXISTS memory_vectors ("
+    " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " version_id INTEGER NOT NULL,"
+    " scope_id TEXT NOT NULL,"
+    " model TEXT NOT NULL,"
+    " scale REAL NOT NULL,"
+    " vector BLOB NOT NULL,"
+    " UNIQUE (version_id, model))"
+)
+_SQLITE_SCOPE_INDEX = (
+    "CREATE INDEX IF NOT EXISTS ix_memory_vectors_scope ON memory_vectors (scope_id, model, seq)"
+)
+_SQLITE_TAIL = (
+    "SELECT seq, version_id, scale, vector FROM memory_vectors"
+    " WHERE scope_id = ? AND model = ? AND seq > ? ORDER BY seq"
+)
+
+
+class _SqliteVectors:
+    def __init__(self) -> None:
+        self._indexes: dict[tuple[str, str], _ScopeIndex] = {}
+        self._lock = threading.Lock()
+
+    def create(self, conn: Connection) -> None:
+        conn.exec_driver_sql(_SQLITE_TABLE)
+        conn.exec_driver_sql(_SQLITE_SCOPE_INDEX)
+
+    def put(
+        self,
+        conn: Connection,
+        model: str,
+        rows: Sequence[PendingVersion],
+        vectors: npt.NDArray[np.float32],
+    ) -> None:
+        q, scale = _int8(vectors)
+        sqlite_driver(conn).executemany(
+            "INSERT OR IGNORE INTO memory_vectors (version_id, scope_id, model, scale, vector)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [
+                (row.rowid, row.scope_id, model, float(scale[i]), q[i].tobytes())
+                for i, row in enumerate(rows)
+            ],
+        )
+
+    def _index(self, scope_id: str, model: str, dimension: int) -> _ScopeIndex:
+        key = (scope_id, model)
+        with self._lock:
+            index = self._indexes.get(key)
+            if index is None or index.dimension != dimension:
+                index = self._indexes[key] = _ScopeIndex(dimension)
+            return index
+
+    def nearest(
+        self,
+        conn: Connection,
+        scope_id: str,
+        model: str,
+        query: npt.NDArray[np.float32],
+        k: int,
+    ) -> list[VectorHit]:
+        import numpy as np
+
+        index = self._index(scope_id, model, len(query))
+        with index.lock:
+            # Top up with the rows committed since the last search. This runs in the caller's
+            # snapshot, so rows it cannot see yet are picked up by a later search.
+            tail = sqlite_driver(conn).execute(
+                _SQLITE_TAIL, (scope_id, model, index.last_seq)
+            ).fetchall()
+            if tail:
+                width = len(query)
+                blob = b"".join(row[3] for row in tail)
+                q = np.frombuffer(blob, dtype=np.int8).reshape(len(tail), width)
+                scale = np.array([row[2] for row in tail], dtype=np.float32)
+                index.append([row[1] for row in tail], q, scale)
+                index.last_seq = tail[-1][0]
+            return index.nearest(query, k)
+
+    def forget(self, rowids: Sequence[int]) -> None:
+        """Mark versions found no longer current: a version row's ``valid_to`` never clears,
+        so once superseded its vector can never be a hit again."""
+        with self._lock:
+            indexes = list(self._indexes.values())
+        for index in indexes:
+            with index.lock:
+                for rowid in rowids:
+                    index.forget(rowid)
+
+    def pending(
+        self, conn: Connection, model: str, after: int, limit: int
+    ) -> list[PendingVersion]:
+        rows = conn.execute(
+            text(_pending_sql("memory_vectors")), {"model": model, "after": after, "limit": limit}
+        ).all()
+        return [PendingVersion(*row) for row in rows]
+
+    def pending_count(self, conn: Connection, model: str) -> int:
+        return conn.execute(
+            text(_pending_count_sql("memory_vectors")), {"model": model}
+        ).scalar_one()
+
+    def prune(self, conn: Connection, model: str) -> int:
+        return conn.execute(text(_prune_sql("memory_vectors")), {"model": model}).rowcount
+
+    def count(self, conn: Connection, model: str) -> int:
+        return conn.execute(
+            text("SELECT count(*) FROM memory_vectors WHERE model = :model"), {"model": model}
+        ).scalar_one()
+
+    def clear(self, conn: Connection) -> None:
+        conn.exec_driver_sql("DELETE FROM memory_vectors")
+        with self._lock:
+            self._indexes.clear()
+
+
+# -- OceanBase: VECTOR(n) with an HNSW index -----------------------------------------------
+
+
+class _OceanBaseVectors:
+    def __init__(self, dimension: int) -> None:
+        self._dimension = dimension
+        self._table = f"memory_vectors_d{dimension}"
+
+    def create(self, conn: Connection) -> None:
+        t = self._table
+        conn.exec_driver_sql(
+            f"CREATE TABLE IF NOT EXISTS {t} ("
+            " version_id BIGINT NOT NULL,"
+            " model VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"
+            " scope_id VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"
+            f" embedding VECTOR({self._dimension}) NOT NULL,"
+            " PRIMARY KEY (version_id, model),"
+            f" KEY ix_{t}_scope (scope_id, model),"
+            f" VECTOR INDEX vx_{t} (embedding) WITH (distance=cosine, type=hnsw, lib=vsag)"
+            ") DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+        )
+
+    def put(
+        self,
+        conn: Connection,
+        model: str,
+        rows: Sequence[PendingVersion],
+        vectors: npt.NDArray[np.float32],
+    ) -> None:
+        if not rows:
+            return
+        conn.execute(
+            text(
+                f"INSERT IGNORE INTO {self._table} (version_id, model, scope_id, embedding)"
+                " VALUES (:rowid, :model, :scope_id, :embedding)"
+            ),
+            [
+                {
+                    "rowid": row.rowid,
+                    "model": model,
+                    "scope_id": row.scope_id,
+                    "embedding": _literal(vectors[i]),
+                }
+                for i, row in enumerate(rows)
+            ],
+        )
+
+    def nearest(
+        self,
+        conn: Connection,
+        scope_id: str,
+        model: str,
+        query: npt.NDArray[np.float32],
+        k: int,
+    ) -> list[VectorHit]:
+        found = conn.execute(
+            text(
+                f"SELECT version_id, cosine_distance(embedding, :q) AS d FROM {self._table}"
+                " WHERE scope_id = :scope_id AND model = :model"
+                " ORDER BY cosine_distance(embedding, :q) APPROXIMATE LIMIT :k"
+            ),
+            {"q": _literal(query), "scope_id": scope_id, "model": model, "k": k},
+        ).all()
+        hits = [VectorHit(int(rowid), 1.0 - float(d)) for rowid, d in found]
+        hits.sort(key=lambda h: (-h.similarity, h.rowid))
+        return hits
+
+    def forget(self, rowids: Sequence[int]) -> None:
+        return None  # the server's index is authoritative; the worker prunes
+
+    def pending(
+        self, conn: Connection, model: str, after: int, limit: int
+    ) -> list[PendingVersion]:
+        rows = conn.execute(
+            text(_pending_sql(self._table)), {"model": model, "after": after, "limit": limit}
+        ).all()
+        return [PendingVersion(*row) for row in rows]
+
+    def pending_count(self, conn: Connection, model: str) -> int:
+        return conn.execute(text(_pending_count_sql(self._table)), {"model": model}).scalar_one()
+
+    def prune(self, conn: Connection, model: str) -> int:
+        return conn.execute(text(_prune_sql(self._table)), {"model": model}).rowcount
+
+    def count(self, conn: Connection, model: str) -> int:
+        return conn.execute(
+            text(f"SELECT count(*) FROM {self._table} WHERE model = :model"), {"model": model}
+        ).scalar_one()
+
+    def clear(self, conn: Connection) -> None:
+        conn.exec_driver_sql(f"DELETE FROM {self._table}")
+
+
+def _literal(vector: Any) -> str:
+    """A vector as OceanBase's text literal ``[x,y,…]`` (bound as a parameter, never spliced)."""
+    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
