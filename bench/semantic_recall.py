@@ -66,11 +66,17 @@ def fetch_lists(lists: Path) -> None:
     cache.mkdir(exist_ok=True)
     subprocess.run(
         [
-            "apt-get", "update", "-qq",
-            "-o", "Acquire::Languages=en,zh_CN",
-            "-o", f"Dir::State::Lists={lists}",
-            "-o", f"Dir::Cache={cache}",
-            "-o", "APT::Get::List-Cleanup=0",
+            "apt-get",
+            "update",
+            "-qq",
+            "-o",
+            "Acquire::Languages=en,zh_CN",
+            "-o",
+            f"Dir::State::Lists={lists}",
+            "-o",
+            f"Dir::Cache={cache}",
+            "-o",
+            "APT::Get::List-Cleanup=0",
         ],
         check=True,
     )
@@ -80,7 +86,9 @@ def _index(lists: Path, suffix: str) -> Path:
     plain = [p for p in glob.glob(f"{lists}/*bookworm_main_i18n_{suffix}") if "security" not in p]
     if plain:
         return Path(plain[0])
-    packed = [p for p in glob.glob(f"{lists}/*bookworm_main_i18n_{suffix}.lz4") if "security" not in p]
+    packed = [
+        p for p in glob.glob(f"{lists}/*bookworm_main_i18n_{suffix}.lz4") if "security" not in p
+    ]
     if not packed:
         raise SystemExit(f"no {suffix} index under {lists} (run without --lists to fetch it)")
     out = Path(packed[0][: -len(".lz4")])
@@ -139,7 +147,7 @@ def percentiles(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
 
     def at(p: float) -> float:
-        return ordered[min(len(ordered) - 1, int(round(p * (len(ordered) - 1))))]
+        return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
 
     return {"p50": round(at(0.5), 2), "p99": round(at(0.99), 2), "n": len(ordered)}
 
@@ -213,8 +221,11 @@ def main() -> int:
     started = time.perf_counter()
     embedded = on.backfill_embeddings()
     seconds = time.perf_counter() - started
-    report["embed"] = {"count": embedded, "seconds": round(seconds, 1),
-                       "per_second": round(embedded / seconds, 1)}
+    report["embed"] = {
+        "count": embedded,
+        "seconds": round(seconds, 1),
+        "per_second": round(embedded / seconds, 1),
+    }
     report["rss_embedded"] = rss()
     print(json.dumps({k: report[k] for k in ("remember_ms", "embed", "rss_embedded")}), flush=True)
 
@@ -290,7 +301,9 @@ def main() -> int:
     for name, runtime in (("hybrid", on), ("fts", off)):
         for kind, prompts in (("short", prompts_short), ("long", prompts_long)):
             for prompt in prompts[:10]:  # warm-up
-                runtime.context.prepare(PrepareContextRequest(scope_id=SCOPE, query=prompt), principal)
+                runtime.context.prepare(
+                    PrepareContextRequest(scope_id=SCOPE, query=prompt), principal
+                )
             times, modes = [], []
             for prompt in prompts:
                 started = time.perf_counter()
@@ -306,8 +319,16 @@ def main() -> int:
     report["prepare_ms"] = latency
     report["rss_end"] = rss()
     report["load_average"] = os.getloadavg()
-    print(json.dumps({"prepare_ms": latency, "rss_end": report["rss_end"],
-                      "load_average": report["load_average"]}), flush=True)
+    print(
+        json.dumps(
+            {
+                "prepare_ms": latency,
+                "rss_end": report["rss_end"],
+                "load_average": report["load_average"],
+            }
+        ),
+        flush=True,
+    )
     off.close()
     on.close()
     if args.json:

@@ -150,9 +150,7 @@ def test_backfill_reports_progress_and_a_model_change_reembeds(
     assert seen[0] == (0, 40) and seen[-1] == (40, 40) and len(seen) >= 3
     assert semantic.backfill_embeddings() == 0  # idempotent
 
-    other = Runtime.open(
-        semantic.settings.with_changes(embeddings_model="topics-v2"), prepare=True
-    )
+    other = Runtime.open(semantic.settings.with_changes(embeddings_model="topics-v2"), prepare=True)
     try:
         assert other.semantic is not None
         assert other.semantic.pending_count() == 40  # another model: every vector is missing
@@ -217,9 +215,7 @@ def test_slow_or_failing_embedder_falls_back_to_fts(
         rt.close()
 
 
-def test_http_reports_modes_truthfully(
-    tmp_path: Path, server: EmbeddingServer
-) -> None:
+def test_http_reports_modes_truthfully(tmp_path: Path, server: EmbeddingServer) -> None:
     settings = Settings.load(env=_env(server), home=tmp_path / "home")
     rt = Runtime.open(settings)
     try:
@@ -329,8 +325,11 @@ def test_settings_validate_the_channel() -> None:
         Settings.load(env={"POWERCONTEXT_EMBEDDINGS": "yes"}, home="/tmp/x")
     with pytest.raises(ConfigError, match="DIMENSION"):
         Settings.load(
-            env={"POWERCONTEXT_EMBEDDINGS": "openai", "POWERCONTEXT_EMBEDDINGS_MODEL": "m",
-                 "POWERCONTEXT_EMBEDDINGS_BASE_URL": "http://127.0.0.1:1/v1"},
+            env={
+                "POWERCONTEXT_EMBEDDINGS": "openai",
+                "POWERCONTEXT_EMBEDDINGS_MODEL": "m",
+                "POWERCONTEXT_EMBEDDINGS_BASE_URL": "http://127.0.0.1:1/v1",
+            },
             home="/tmp/x",
         )
     with pytest.raises(ConfigError, match="MIN_SIMILARITY"):
@@ -375,7 +374,9 @@ def test_fusion_admits_lexical_hits_and_floors_vector_only() -> None:
         ["a", "b"], [("c", 0.9), ("a", 0.8), ("d", 0.1)], floor=0.5, limit=10, tiebreak=_bytes
     )
     assert [(f.key, f.matched_by) for f in fused] == [
-        ("a", "fts+vector"), ("c", "vector"), ("b", "fts"),
+        ("a", "fts+vector"),
+        ("c", "vector"),
+        ("b", "fts"),
     ]
     assert fused[0].score <= 1.0 and all(0 < f.score <= 1 for f in fused)
     # "d" is below the floor and not lexical: never admitted, but it still took rank 3.
@@ -400,7 +401,8 @@ def local_embedder():  # type: ignore[no-untyped-def]
 
 
 def test_local_model_never_touches_the_network(
-    local_embedder, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+    local_embedder,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
 ) -> None:
     def refuse(*_: object, **__: object) -> None:
         raise AssertionError("the local embedder tried to use the network")

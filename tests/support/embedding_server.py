@@ -52,7 +52,7 @@ def embedding_server() -> Iterator[EmbeddingServer]:
     state = EmbeddingServer()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             length = int(self.headers.get("content-length", 0))
             body: Any = json.loads(self.rfile.read(length))
             state.requests += 1

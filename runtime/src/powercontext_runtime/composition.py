@@ -207,7 +207,6 @@ def _semantic(settings: Settings, db: Database) -> SemanticChannel | None:
     )
 
 
-
 def _extractor(settings: Settings) -> Extractor:
     if settings.extractor == "openai-compatible":
         assert settings.extractor_base_url and settings.extractor_model  # Settings.validate

@@ -45,9 +45,7 @@ class Embedder(Protocol):
     model_id: str
     dimension: int
 
-    def embed(
-        self, texts: list[str], *, timeout: float | None = None
-    ) -> npt.NDArray[np.float32]:
+    def embed(self, texts: list[str], *, timeout: float | None = None) -> npt.NDArray[np.float32]:
         """One L2-normalised float32 row per text, shape ``(len(texts), dimension)``.
 
         ``timeout``: seconds the call may take, when the embedder can bound it (a network

@@ -60,9 +60,7 @@ class LocalUSEEmbedder:
             self._model = USE(threads=self._threads)
         return self._model
 
-    def embed(
-        self, texts: list[str], *, timeout: float | None = None
-    ) -> npt.NDArray[np.float32]:
+    def embed(self, texts: list[str], *, timeout: float | None = None) -> npt.NDArray[np.float32]:
         del timeout  # CPU work in this process: the caller's deadline applies
         if not texts:
             import numpy as np

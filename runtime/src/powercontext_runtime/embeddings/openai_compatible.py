@@ -46,9 +46,7 @@ class OpenAICompatibleEmbedder:
         self.model_id = f"openai-compatible:{model}:{dimension}"
         self._client = httpx.Client(follow_redirects=False, trust_env=False)
 
-    def embed(
-        self, texts: list[str], *, timeout: float | None = None
-    ) -> npt.NDArray[np.float32]:
+    def embed(self, texts: list[str], *, timeout: float | None = None) -> npt.NDArray[np.float32]:
         import numpy as np
 
         if not texts:
@@ -82,9 +80,7 @@ class OpenAICompatibleEmbedder:
                         raise EmbeddingUnavailableError("the embedding answer is too large")
                     # httpx times each read; a trickling server must not outlast the deadline.
                     if time.monotonic() > deadline:
-                        raise EmbeddingTimeoutError(
-                            "the embedding endpoint did not answer in time"
-                        )
+                        raise EmbeddingTimeoutError("the embedding endpoint did not answer in time")
         except httpx.TimeoutException:
             raise EmbeddingTimeoutError("the embedding endpoint did not answer in time") from None
         except httpx.HTTPError as exc:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Literal, NamedTuple
 
-__all__ = ["Fused", "MatchedBy", "RRF_K", "fuse", "vector_only"]
+__all__ = ["RRF_K", "Fused", "MatchedBy", "fuse", "vector_only"]
 
 RRF_K = 60
 MatchedBy = Literal["fts", "vector", "fts+vector"]

@@ -99,13 +99,9 @@ class MemoryService:
     def search(self, req: SearchMemoryRequest) -> SearchMemoryResponse:
         if self._semantic is None and req.mode == "auto":
             result = self.find(req.scope_id, query_terms(req.query), req.limit)
-            return SearchMemoryResponse(
-                memory=result.memory, mode="fts", hits=result.search_hits()
-            )
+            return SearchMemoryResponse(memory=result.memory, mode="fts", hits=result.search_hits())
         resolved = self.resolve(req.query, req.mode, "search_memory")
-        result = self.find(
-            req.scope_id, query_terms(req.query), req.limit, query=resolved
-        )
+        result = self.find(req.scope_id, query_terms(req.query), req.limit, query=resolved)
         return SearchMemoryResponse(
             memory=result.memory,
             mode=result.mode,  # type: ignore[arg-type]
@@ -163,7 +159,9 @@ class MemoryService:
             vector = semantic.candidates(scope_id, query.vector, k, exclude_versions)
         found: dict[str, FoundEntry] = {h.entry_version_id: h for h in lexical.hits}
         for c in vector:
-            found.setdefault(c.entry_version_id, FoundEntry(c.entry_id, c.entry_version_id, c.text, 0.0))
+            found.setdefault(
+                c.entry_version_id, FoundEntry(c.entry_id, c.entry_version_id, c.text, 0.0)
+            )
 
         def tiebreak(key: object) -> bytes:
             return found[str(key)].entry_id.encode("utf-8")

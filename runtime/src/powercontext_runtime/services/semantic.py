@@ -18,8 +18,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection, bindparam, select
@@ -46,7 +46,12 @@ MAX_QUEUED_QUERIES = 4  # query embeddings waiting beyond this fail fast (fallba
 
 _v = memory_versions
 _CANDIDATE_ROWS = select(
-    _v.c.id, _v.c.scope_id, _v.c.entry_id, _v.c.entry_version_id, _v.c.text, _v.c.valid_to,
+    _v.c.id,
+    _v.c.scope_id,
+    _v.c.entry_id,
+    _v.c.entry_version_id,
+    _v.c.text,
+    _v.c.valid_to,
     _v.c.state,
 ).where(_v.c.id.in_(bindparam("ids", expanding=True)))
 
@@ -156,7 +161,8 @@ class SemanticChannel:
         stale = [
             h.rowid
             for h in hits
-            if h.rowid in rows and (rows[h.rowid].valid_to is not None or rows[h.rowid].state != "active")
+            if h.rowid in rows
+            and (rows[h.rowid].valid_to is not None or rows[h.rowid].state != "active")
         ]
         if stale:
             self._vectors.forget(stale)
@@ -298,9 +304,7 @@ class EmbeddingWorker:
             try:
                 count = self._channel.embed_pending()
             except Exception as exc:  # keep the loop alive; log the type only
-                _log.warning(
-                    "memory_embedding_failed", extra={"error_type": type(exc).__name__}
-                )
+                _log.warning("memory_embedding_failed", extra={"error_type": type(exc).__name__})
                 delay = min(max(delay * 2, self._interval), self.MAX_BACKOFF)
                 continue
             if count:

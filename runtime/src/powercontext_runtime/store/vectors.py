@@ -159,7 +159,9 @@ class _ScopeIndex:
             self.rowids = _grown(self.rowids, (capacity,), np.int64, self.size)
             self.q = _grown(self.q, (capacity, self.dimension), np.int8, self.size)
             self.scale = _grown(self.scale, (capacity,), np.float32, self.size)
-            self.codes = _grown(self.codes, (capacity, (self.dimension + 7) // 8), np.uint8, self.size)
+            self.codes = _grown(
+                self.codes, (capacity, (self.dimension + 7) // 8), np.uint8, self.size
+            )
             self.alive = _grown(self.alive, (capacity,), np.bool_, self.size)
         if self.centre is None:
             self.centre = (q.astype(np.float32) * scale[:, None]).mean(axis=0)
@@ -289,9 +291,11 @@ class _SqliteVectors:
         with index.lock:
             # Top up with the rows committed since the last search. This runs in the caller's
             # snapshot, so rows it cannot see yet are picked up by a later search.
-            tail = sqlite_driver(conn).execute(
-                _SQLITE_TAIL, (scope_id, model, index.last_seq)
-            ).fetchall()
+            tail = (
+                sqlite_driver(conn)
+                .execute(_SQLITE_TAIL, (scope_id, model, index.last_seq))
+                .fetchall()
+            )
             if tail:
                 width = len(query)
                 blob = b"".join(row[3] for row in tail)
@@ -311,9 +315,7 @@ class _SqliteVectors:
                 for rowid in rowids:
                     index.forget(rowid)
 
-    def pending(
-        self, conn: Connection, model: str, after: int, limit: int
-    ) -> list[PendingVersion]:
+    def pending(self, conn: Connection, model: str, after: int, limit: int) -> list[PendingVersion]:
         rows = conn.execute(
             text(_pending_sql("memory_vectors")), {"model": model, "after": after, "limit": limit}
         ).all()
@@ -408,9 +410,7 @@ class _OceanBaseVectors:
     def forget(self, rowids: Sequence[int]) -> None:
         return None  # the server's index is authoritative; the worker prunes
 
-    def pending(
-        self, conn: Connection, model: str, after: int, limit: int
-    ) -> list[PendingVersion]:
+    def pending(self, conn: Connection, model: str, after: int, limit: int) -> list[PendingVersion]:
         rows = conn.execute(
             text(_pending_sql(self._table)), {"model": model, "after": after, "limit": limit}
         ).all()
