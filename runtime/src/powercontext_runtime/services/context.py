@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 
 from ..context.builder import ExperienceHit, MemoryHit, PreparedContext, PreparedContextBuilder
 from ..contract.context import PrepareContextRequest
+from ..extraction.directives import without_directives
 from ..search.analyzer import query_terms
 from .auth import Principal
 from .bootstrap import BootstrapService
@@ -51,7 +52,8 @@ class ContextService:
             if req.bootstrap_receipt_id
             else frozenset()
         )
-        terms = query_terms(req.query)
+        # ``remember:`` lines are memory writes, not part of the question (issue 17).
+        terms = query_terms(without_directives(req.query))
         result = self._memory.find(req.scope_id, terms, MEMORY_CANDIDATES, delivered)
         experience = [
             ExperienceHit(
