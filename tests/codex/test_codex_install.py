@@ -274,7 +274,7 @@ def test_install_with_codex_registers_and_trusts_the_plugin(
     }
     assert args[-3:] == ["-m", MODULE, "mcp"] and os.path.isabs(executable)
     skill = (plugin / "skills" / "powercontext-memory" / "SKILL.md").read_text("utf-8")
-    assert "search_memory" in skill and "powercontext-codex doctor" in skill
+    assert "search_memory" in skill and "`powercontext-codex scope`" in skill
     listing = run_codex_cli(
         ["plugin", "list", "--json"], codex_home=live.codex_home, cwd=live.repo, clis=host_clis
     )
