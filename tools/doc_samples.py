@@ -28,7 +28,6 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,7 @@ if str(ROOT) not in sys.path:  # `python tools/doc_samples.py` from anywhere
     sys.path.insert(0, str(ROOT))
 
 # The repository's own test support (real daemon, sandboxed plugin users, host CLIs).
-from tests.support.daemon import Daemon, free_port, wait_ready  # noqa: E402
+from tests.support.daemon import Daemon, free_port, stop_process, wait_ready  # noqa: E402
 from tests.support.hosts import (  # noqa: E402
     BlackholeProxy,
     HostCLIs,
@@ -258,13 +257,7 @@ class World:
                 time.sleep(0.05)
             yield out.read_text("utf-8")
         finally:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_process(process)
             self.daemon = None
 
     def codex_turn(self, prompt: str) -> None:
