@@ -6,7 +6,7 @@ STAMP := $(VENV)/.powercontext-installed
 MEMBERS := runtime shared_hook_kit codex_plugin claude_code_plugin
 PYPROJECTS := pyproject.toml $(addsuffix /pyproject.toml,$(MEMBERS))
 
-.PHONY: install run test lint format openapi seekdb bench clean
+.PHONY: install run test lint format openapi docs seekdb bench clean
 
 install: $(STAMP)
 
@@ -33,6 +33,10 @@ format: install
 
 openapi: install
 	$(BIN)/python -m powercontext_runtime.http.openapi_dump runtime/openapi/powercontext.json
+
+# Rewrite every sample output marked `<!-- sample: NAME -->` in README.md and docs/ from a real run.
+docs: install
+	$(BIN)/python tools/doc_samples.py --write
 
 seekdb: install
 	$(BIN)/python tools/seekdb.py

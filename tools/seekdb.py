@@ -120,6 +120,10 @@ def _tail(path: Path, lines: int) -> list[str]:
         return []
 
 
+#: How long an early exit's message waits for the reason to reach seekdb's log.
+_LOG_SETTLE_SECONDS = 5.0
+
+
 def _error_lines(path: Path, limit: int) -> list[str]:
     """The last ``limit`` ERROR/EDIAG lines of seekdb's own log, shortened for a message."""
     found: deque[str] = deque(maxlen=limit)
@@ -428,6 +432,12 @@ class SeekdbServer:
             parts.append(f"--- tail of {self.stdout_path} ---")
             parts.extend(stdout_tail)
         errors = _error_lines(self.log_path, 8)
+        # The exit status can arrive before seekdb's log writer has flushed the reason (seen
+        # once under load): give the log a bounded moment to show it.
+        settle_by = time.monotonic() + _LOG_SETTLE_SECONDS
+        while not errors and time.monotonic() < settle_by:
+            time.sleep(_POLL_INTERVAL)
+            errors = _error_lines(self.log_path, 8)
         if errors:
             parts.append(f"--- last errors in {self.log_path} ---")
             parts.extend(errors)

@@ -168,7 +168,7 @@ def test_install_with_claude_registers_the_plugin(live: ClaudeSandbox, host_clis
     }
     assert args[-3:] == ["-m", MODULE, "mcp"] and os.path.isabs(executable)
     skill = (plugin / "skills" / "powercontext-memory" / "SKILL.md").read_text("utf-8")
-    assert "remember_memory" in skill and "powercontext-claude-code doctor" in skill
+    assert "commit_handoff" in skill and "`powercontext-claude-code scope`" in skill
 
     (installed,) = json.loads(live.claude("plugin", "list", "--json").stdout)
     assert (installed["id"], installed["enabled"]) == (PLUGIN_ID, True)

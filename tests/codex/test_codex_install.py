@@ -274,7 +274,7 @@ def test_install_with_codex_registers_and_trusts_the_plugin(
     }
     assert args[-3:] == ["-m", MODULE, "mcp"] and os.path.isabs(executable)
     skill = (plugin / "skills" / "powercontext-memory" / "SKILL.md").read_text("utf-8")
-    assert "search_memory" in skill and "powercontext-codex doctor" in skill
+    assert "search_memory" in skill and "`powercontext-codex scope`" in skill
     listing = run_codex_cli(
         ["plugin", "list", "--json"], codex_home=live.codex_home, cwd=live.repo, clis=host_clis
     )
@@ -367,3 +367,22 @@ def test_trusted_user_hook_cycles_leave_codex_home_exactly_as_it_was(
         assert [c["action"] for c in report["changes"]].count("trusted") == 2
 
     assert_install_cycles_leave_no_trace(sandbox, installed=trusted)
+
+
+def test_install_bootstrap_over_an_install_changes_and_trusts_the_new_command(
+    live: CodexSandbox, host_clis: HostCLIs
+) -> None:
+    """The README's order: ``install``, later ``install --bootstrap`` — Codex must run (and
+    trust) the new SessionStart command, and a plain ``install`` switches it back."""
+    live.with_host_cli(host_clis)
+    live.run_json("install")
+    switched = live.run_json("install", "--bootstrap")
+    assert switched["changed"] is True
+    listed = {hook["eventName"]: hook for hook in _our_listed(live, host_clis)}
+    assert listed["sessionStart"]["command"].endswith(f"-m {MODULE} hook session-start --bootstrap")
+    assert {hook["trustStatus"] for hook in listed.values()} == {"trusted"}
+    assert live.run_json("install", "--bootstrap")["changed"] is False
+    live.run_json("install")
+    listed = {hook["eventName"]: hook for hook in _our_listed(live, host_clis)}
+    assert listed["sessionStart"]["command"].endswith(f"-m {MODULE} hook session-start")
+    assert {hook["trustStatus"] for hook in listed.values()} == {"trusted"}

@@ -35,6 +35,8 @@ from tests.e2e.helpers import (
     GET_SKILL,
     HANDOFF_COMMIT,
     HANDOFF_GET,
+    HANDOFF_NEXT,
+    HANDOFF_WITHDRAW,
     LIST,
     LIST_EXPERIENCES,
     LIST_SKILLS,
@@ -163,6 +165,8 @@ OVER_LIMIT: dict[str, dict[str, Any]] = {
     HANDOFF_COMMIT: {"content": {"schema": "powercontext.handoff.v1", "objective": "o" * 8193,
                                  "state": [], "disposition": "paused"}},
     HANDOFF_GET: {"artifact": {"family": "handoff", "artifact_id": "other", "revision": 1}},
+    HANDOFF_NEXT: {"scope_id": "s" * 257},
+    HANDOFF_WITHDRAW: {"scope_id": ""},
     REFS_SET: {"references": [f"s{i}" for i in range(33)], "expected_version": -1},
     REFS_GET: {"scope_id": "s" * 257},
     PREPARE: {"query": "q" * 8193, "max_bytes": 511, "bootstrap_receipt_id": "r" * 129},
@@ -225,7 +229,7 @@ OPTIONAL_INTEGERS: dict[str, dict[str, Any]] = {
     PROPOSE_SKILL: {"artifact_refs": [memory_ref(1)]},
 }
 # The operations whose bodies have no integer field at all.
-NO_INTEGERS = (RECEIPTS, REFS_GET)
+NO_INTEGERS = (RECEIPTS, REFS_GET, HANDOFF_NEXT, HANDOFF_WITHDRAW)
 
 
 def _bad_variants(path: str, scope: str) -> list[tuple[str, bytes]]:

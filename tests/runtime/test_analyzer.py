@@ -9,6 +9,7 @@ which is what the search layer relies on.
 from __future__ import annotations
 
 import hashlib
+import random
 import re
 import timeit
 import unicodedata
@@ -145,14 +146,78 @@ def test_stop_words_are_compared_before_stemming() -> None:
     assert query_terms("using") == [w("use")]
 
 
-def test_query_drops_chinese_function_unigrams_but_keeps_their_bigrams() -> None:
+def test_query_drops_chinese_function_characters_and_the_non_words_they_form() -> None:
     text = "请修改的逻辑"
     doc = document_terms(text)
     query = query_terms(text)
-    assert han("请") in doc and han("的") in doc
+    assert han("请") in doc and han("的") in doc and han_pair("改", "的") in doc
     assert han("请") not in query and han("的") not in query
-    assert han_pair("请", "修") in query and han_pair("改", "的") in query
+    # "请修" and "改的" span a word boundary: no word, so no evidence.
+    assert han_pair("请", "修") not in query and han_pair("改", "的") not in query
+    assert han_pair("修", "改") in query and han_pair("逻", "辑") in query
     assert han("修") in query and han("逻") in query
+
+
+@pytest.mark.parametrize("word", ["请求", "有效", "目的", "会话", "过期", "功能", "一致"])
+def test_words_that_contain_a_function_character_are_kept(word: str) -> None:
+    # 请 有 的 会 过 能 一 are function characters, but these pairs are words (request, valid,
+    # purpose, session, expire, feature, consistent): a query must keep them.
+    assert han_pair(*word) in query_terms(f"关于{word}的问题")
+
+
+def _content_pairs(text: str) -> set[str]:
+    return {t for t in query_terms(text) if t.startswith("b")}
+
+
+@pytest.mark.parametrize(
+    ("question", "content"),
+    [
+        ("登录流程有什么约定？", ["登录流程", "约定"]),
+        ("合并前需要做哪些检查？", ["合并前需要做", "检查"]),
+        ("数据库迁移要找谁评审呢", ["数据库迁移要找谁评审"]),
+        ("token 多久会过期呢？", ["过期"]),
+        ("是否可以直接连生产数据库？", ["直接连生产数据库"]),
+        ("有没有办法回滚吧", ["办法回滚"]),
+        ("怎么配置定时任务啊", ["配置定时任务"]),
+    ],
+)
+def test_question_words_and_particles_are_separators_not_evidence(
+    question: str, content: list[str]
+) -> None:
+    # Expected: the pairs of the content runs alone. Pairs that contain a function character
+    # (要, 会, 的 …) survive only if they are words, so compare modulo those.
+    expected = {han_pair(a, b) for run in content for a, b in pairwise(run)}
+    got = _content_pairs(question)
+    assert got <= expected
+    function_pairs = {
+        han_pair(a, b)
+        for run in content
+        for a, b in pairwise(run)
+        if a in analyzer._CJK_STOP_CHARS or b in analyzer._CJK_STOP_CHARS
+    }
+    assert expected - function_pairs <= got
+    # Nothing of the question words remains: no unigram of theirs, no pair across them.
+    for word in ("什么", "哪些", "多久", "是否", "有没有", "怎么"):
+        if word in question:
+            assert han_pair(*word[:2]) not in query_terms(question)
+            assert han(word[0]) not in query_terms(question) or word[0] in "".join(content)
+    for particle in "吗呢吧啊":
+        assert han(particle) not in query_terms(question)
+
+
+def test_a_question_and_a_statement_about_the_same_thing_share_all_content_pairs() -> None:
+    entry = "登录流程统一走 auth/login_flow.py，不要在各个页面里自己拼登录请求。"
+    for question in ("登录流程有什么约定？", "登录流程是怎么约定的", "登录流程吗"):
+        assert han_pair("登", "录") in meets(question, entry)
+        assert han_pair("流", "程") in meets(question, entry)
+        assert han_pair("录", "流") in meets(question, entry)
+
+
+def test_short_numbers_and_question_words_do_not_split_words_around_them() -> None:
+    # 什么 is removed as a whole: "有什么约定" must not leave "什" or a pair "有什".
+    query = query_terms("有什么约定")
+    assert han("什") not in query and han_pair("有", "什") not in query
+    assert han_pair("么", "约") not in query
 
 
 def test_query_terms_are_distinct_in_first_occurrence_order() -> None:
@@ -166,27 +231,34 @@ def test_query_terms_are_distinct_in_first_occurrence_order() -> None:
 @pytest.mark.parametrize(
     ("text", "parts", "whole"),
     [
-        ("user_id", ["user", "id"], ident("user_id")),
-        ("kebab-case-name", ["kebab", "case", "name"], ident("kebab-case-name")),
-        ("src/app/main.py", ["src", "app", "main", "py"], ident("src/app/main.py")),
+        # Joined by _ or -: parts, the whole identifier and the compact form.
+        ("user_id", ["user", "id"], [ident("user_id"), w("userid")]),
+        (
+            "kebab-case-name",
+            ["kebab", "case", "name"],
+            [ident("kebab-case-name"), w("kebabcasenam")],  # compact "kebabcasename", stemmed
+        ),
+        # Joined by / . or :: paths and module names: no compact form.
+        ("src/app/main.py", ["src", "app", "main", "py"], [ident("src/app/main.py")]),
         (
             "powercontext.store.memory",
             ["powercontext", "stor", "memori"],
-            ident("powercontext.store.memory"),
+            [ident("powercontext.store.memory")],
         ),
-        ("std::vector", ["std", "vector"], ident("std::vector")),
+        ("std::vector", ["std", "vector"], [ident("std::vector")]),
         # CamelCase-only identifiers: the whole form is the plain word a user would type.
-        ("HttpClient", ["http", "client"], w("httpclient")),
-        ("HTTPServer", ["http", "server"], w("httpserver")),
-        ("getHTTPResponse", ["get", "http", "respons"], w("gethttprespons")),
-        ("utf8Decoder", ["utf8", "decoder"], w("utf8decoder")),
+        ("HttpClient", ["http", "client"], [w("httpclient")]),
+        ("HTTPServer", ["http", "server"], [w("httpserver")]),
+        ("getHTTPResponse", ["get", "http", "respons"], [w("gethttprespons")]),
+        ("utf8Decoder", ["utf8", "decoder"], [w("utf8decoder")]),
     ],
 )
-def test_identifier_parts_and_whole(text: str, parts: list[str], whole: str) -> None:
+def test_identifier_parts_and_whole(text: str, parts: list[str], whole: list[str]) -> None:
     doc = document_terms(text)
-    assert doc == [w(part) for part in parts] + [whole]
-    # A query naming the whole identifier, or any part, meets the document.
-    assert set(query_terms(f"where is {text} defined")) >= set(doc)
+    assert doc == [w(part) for part in parts] + whole
+    query = query_terms(f"where is {text} defined")
+    # The query names the whole identifier; every term it has, the document has.
+    assert set(whole) <= set(query) <= set(doc) | {w("defin")}
 
 
 def test_whole_identifier_is_casefolded_and_not_stemmed() -> None:
@@ -206,8 +278,13 @@ def test_camel_parts_inside_a_joined_identifier() -> None:
 
 
 def test_acronym_plurals_meet_the_singular() -> None:
-    assert document_terms("APIs URLs IDs") == [w("api"), w("url"), w("id")]
+    # The singular only the capitals reveal, then the plain casefolded word (what any
+    # spelling of the query gives).
+    # ("urls" stems to "url" anyway; "apis" and "ids" do not: "-is" and three letters.)
+    assert document_terms("APIs URLs IDs") == [w("api"), w("apis"), w("url"), w("id"), w("ids")]
     assert meets("API", "list the APIs") == {w("api")}
+    assert meets("APIs", "list the APIs") == {w("apis")}
+    assert meets("apis", "list the APIs") == {w("apis")}
 
 
 def test_trailing_and_leading_punctuation_is_not_part_of_an_identifier() -> None:
@@ -234,8 +311,9 @@ def test_long_identifier_is_hashed_with_marker() -> None:
 def test_identifier_length_boundary() -> None:
     fits = "a" * 15 + "_" + "b" * 15  # 31 bytes -> "i" + 62 hex = 63 characters
     too_long = "a" * 16 + "_" + "b" * 15  # 32 bytes -> 65 characters -> hashed
-    assert document_terms(fits)[-1] == ident(fits)
-    assert document_terms(too_long)[-1] == "ih" + sha1_hex(too_long)
+    # The whole identifier, then its compact form (a word: "a" * 15 + "b" * 15).
+    assert document_terms(fits)[-2:] == [ident(fits), w("a" * 15 + "b" * 15)]
+    assert document_terms(too_long)[-2] == "ih" + sha1_hex(too_long)
 
 
 def test_long_ascii_word_is_hashed_in_hex_class_not_word_class() -> None:
@@ -278,6 +356,7 @@ def test_mixed_chinese_and_identifier() -> None:
         w("user"),
         w("id"),
         ident("user_id"),
+        w("userid"),
         han("的"),
         han_pair("的", "逻"),
         han("逻"),
@@ -516,3 +595,74 @@ def test_no_term_is_an_oceanbase_stop_word(text: str) -> None:
 def test_words_that_would_spell_stop_words_with_a_w_prefix_survive() -> None:
     for word in ("as", "hat", "hen", "here", "ho", "ill", "ith", "ww"):
         assert document_terms(word) and not set(document_terms(word)) & _INNODB_STOP_WORDS
+
+
+# -- symmetric compound identifiers (issue 17) -------------------------------------------------
+
+_WORDS = st.lists(st.from_regex(r"[a-z]{2,8}", fullmatch=True), min_size=1, max_size=4)
+_STYLES = ("snake", "kebab", "screaming", "camel", "pascal", "lower", "upper")
+
+
+def spell(words: list[str], style: str) -> str:
+    """One name in one of the spellings people and code use for it."""
+    if style == "snake":
+        return "_".join(words)
+    if style == "kebab":
+        return "-".join(words)
+    if style == "screaming":
+        return "_".join(words).upper()
+    if style == "camel":
+        return words[0] + "".join(w.capitalize() for w in words[1:])
+    if style == "pascal":
+        return "".join(w.capitalize() for w in words)
+    if style == "lower":
+        return "".join(words)
+    return "".join(words).upper()
+
+
+@settings(max_examples=400, deadline=None)
+@given(_WORDS, st.sampled_from(_STYLES), st.sampled_from(_STYLES))
+def test_every_spelling_of_a_name_meets_every_other(
+    words: list[str], query_style: str, document_style: str
+) -> None:
+    """``expireOnCommit`` finds ``expire_on_commit`` and the other way round, for every pair of
+    spellings: both sides share the name's compact form, whatever case or joiner they use."""
+    query, doc = spell(words, query_style), spell(words, document_style)
+    compact = analyzer._word_term("".join(words))
+    if compact is None or "".join(words) in analyzer._STOP_WORDS:
+        return
+    assert compact in query_terms(f"where is {query} used")
+    assert compact in document_terms(f"see {doc} for details")
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.from_regex(r"[A-Za-z][A-Za-z0-9]{0,9}", fullmatch=True), min_size=1, max_size=4),
+    st.sampled_from(["_", "-", ".", "/", "::", ""]),
+    st.randoms(use_true_random=False),
+)
+def test_query_terms_do_not_depend_on_letter_case(
+    parts: list[str], joiner: str, rng: random.Random
+) -> None:
+    """A query is analysed as its casefolded self: ``OpenAPI``, ``openapi`` and ``OPENAPI``
+    give the same terms, and they are a subset of the document terms of every case variant."""
+    text = joiner.join(parts)
+    variant = "".join(c.upper() if rng.random() < 0.5 else c.lower() for c in text)
+    assert query_terms(text) == query_terms(variant) == query_terms(text.lower())
+    assert set(query_terms(text)) <= set(document_terms(variant))
+
+
+def test_openapi_query_no_longer_splits_into_open_and_api() -> None:
+    # The measured failure: "OpenAPI" in a query also looked for "api", so every entry that
+    # mentions an API outranked the one about openapi/powercontext.yaml.
+    assert query_terms("OpenAPI") == [w("openapi")]
+    assert w("openapi") in meets("Where is the OpenAPI spec?", "openapi/powercontext.yaml")
+    assert not meets("OpenAPI", "The API listens on 127.0.0.1:7411")
+    # A document's CamelCase still meets a query that names one part in prose.
+    assert meets("which api client", "the OpenAPI client") == {w("api"), w("client")}
+
+
+def test_joined_identifier_parts_are_never_stop_words_in_a_query() -> None:
+    # "is" and "has" alone are stop words; inside is_valid / has_many they are part of a name.
+    assert w("is") not in query_terms("is it valid") and w("is") in query_terms("is_valid")
+    assert w("has") in query_terms("orm.has_many")

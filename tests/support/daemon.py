@@ -145,13 +145,18 @@ def start_daemon(
         wait_ready(daemon.url, process, log)
         yield daemon
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_process(process)
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (the daemon's graceful stop), SIGKILL after 15 s; nothing if it already exited."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def _socket_path(home: Path, from_env: str | None, extra_args: list[str]) -> Path | None:

@@ -346,14 +346,27 @@ class CodexIntegration(HostIntegration):
             server.set_hook_state(states)
             for key in states:
                 ctx.report.add(Change("trusted", key, f"hooks.state in {config}"))
+        untrusted = self._untrusted(ctx)
+        if untrusted:
+            # A plugin that changed after its first trust (e.g. `install --bootstrap` over an
+            # install): Codex remembers the plugin part of the hash from that first trust
+            # (`.hook-trust/`), so the hook part alone reads "modified"; the whole current hash
+            # is what it accepts then (verified with 0.169.0, docs/decisions/real-host-facts.md).
+            with AppServer(ctx.host_cli, ctx.env, ctx.cwd) as server:
+                server.set_hook_state(untrusted)
+            untrusted = self._untrusted(ctx)
+        if untrusted:
+            raise InstallError(f"Codex still reports the hook as not trusted: {sorted(untrusted)}")
+
+    def _untrusted(self, ctx: InstallContext) -> dict[str, str]:
+        """Our hooks Codex does not report as trusted: key → their whole current hash."""
+        assert ctx.host_cli is not None
         with AppServer(ctx.host_cli, ctx.env, ctx.cwd) as server:  # a fresh read of the config
-            untrusted = [
-                str(hook.get("key"))
+            return {
+                str(hook.get("key")): str(hook.get("currentHash"))
                 for hook in server.hooks(ctx.cwd)
                 if self._is_ours_listed(hook, ctx) and hook.get("trustStatus") != _TRUSTED
-            ]
-        if untrusted:
-            raise InstallError(f"Codex still reports the hook as not trusted: {untrusted}")
+            }
 
     def _trust_entries(self, ctx: InstallContext, keys: Sequence[str] = ()) -> list[str]:
         """``hooks.state`` keys in config.toml that belong to our plugin or are in ``keys``."""

@@ -14,12 +14,22 @@ from collections.abc import Sequence
 from ..contract.limits import MEMORY_TEXT_MAX_BYTES
 from . import CapturedSource, ExtractedEntry
 
-__all__ = ["DirectivesExtractor"]
+__all__ = ["DirectivesExtractor", "without_directives"]
 
 _DIRECTIVE = re.compile(
     r"^[ \t>*-]*(?:remember[ \t]*[:：]|记住[ \t]*[:：]|#remember\b[ \t]*[:：]?)[ \t]*(?P<text>.+)$",
     re.IGNORECASE | re.MULTILINE,
 )
+
+
+def without_directives(text: str) -> str:
+    """``text`` without its directive lines.
+
+    A directive is a memory write addressed to PowerContext, not part of what the prompt asks:
+    recall for the prompt must not be steered (or diluted) by the fact being stored (issue 17:
+    "What should I know before pushing?" plus one ``remember:`` line recalled nothing).
+    """
+    return _DIRECTIVE.sub("", text)
 
 
 class DirectivesExtractor:

@@ -17,6 +17,18 @@ after casefolding), then casefold per part, light English stemming, and encoding
   ``getHTTPResponse``). They yield their parts *and* a whole term, so a query may name either.
   Because a run must start and end with a letter/digit, sentence punctuation (``main.py.``,
   ``foo_bar,``) never becomes part of an identifier.
+* **Matching is symmetric in case and compound style** (issue 17). Case carries information
+  only one spelling has: ``OpenAPI`` can be split into ``open``/``api``, ``openapi`` cannot. So
+  a *query* never splits at case transitions: every word contributes its casefolded whole only,
+  which makes ``query_terms`` of any case variant identical, and always a subset of
+  ``document_terms`` of any other case variant (documents emit the casefolded whole too, plus
+  the case parts, so a query that names a part in prose — ``http client`` — still meets
+  ``HttpClient``). Before, a query's ``OpenAPI`` yielded ``open``/``api``/``openapi`` while a
+  document's ``openapi/powercontext.yaml`` had only ``openapi``: every entry that merely said
+  "API" outranked the one about the file. Identifiers joined by ``_``/``-`` also yield their
+  *compact* form (``expire_on_commit`` -> ``expireoncommit``), on both sides, which is exactly
+  what ``expireOnCommit`` or ``ExpireOnCommit`` give: snake, kebab, camel and Pascal spellings
+  of one name meet.
 * **CJK** (Han, kana, Hangul) has no spaces between words: Han runs yield unigrams and
   adjacent-pair bigrams; kana/Hangul runs yield bigrams (a lone character yields a unigram).
 
@@ -57,7 +69,13 @@ word term (``qhttpclient``), not as an ``i`` term: that is exactly the term a us
 whole form cannot be typed as one word.
 
 Stop words: :func:`query_terms` drops a compact English list (compared on the casefolded word
-*before* stemming) and Chinese function-character unigrams; bigrams containing them are kept.
+*before* stemming; stand-alone words only, never parts of a joined identifier such as
+``get_logger``). In Chinese it removes question words and particles (``什么``, ``怎么``,
+``如何``, ``是否``, ``有没有``, ``哪些``, ``吗``, ``呢``, ``吧`` …) as separators, so no pair
+spans them (``程有``, ``么约`` in ``登录流程有什么约定``), drops function-character unigrams
+(``的``, ``了``, ``会`` …) and keeps a pair containing one only when it is a word
+(``请求``, ``有效``, ``目的``; from the general vocabulary, see :mod:`.general_vocabulary`).
+These words occur in every question, so as evidence they only ever add noise.
 :func:`document_terms` keeps everything, because document frequencies must be complete.
 Single-character ASCII words (``a``, ``x``, ``1``) are dropped by both: they are too unselective.
 
@@ -77,6 +95,8 @@ from collections.abc import Iterable
 from functools import lru_cache
 from itertools import chain, pairwise
 from typing import Final
+
+from .general_vocabulary import HAN_FUNCTION_WORDS
 
 __all__ = ["MAX_TERM_LENGTH", "document_terms", "query_terms"]
 
@@ -186,7 +206,23 @@ please let lets ok okay hi hello thanks thank
 don doesn didn isn aren wasn weren won wouldn shouldn couldn hasn haven ll ve re
 """
 _STOP_WORDS: Final = frozenset(_STOP_WORD_TEXT.split())
-_CJK_STOP_CHARS: Final = frozenset("的了是在和有我你他她它们这那就也都要把被吗呢吧啊与及或个一不请")
+_CJK_STOP_CHARS: Final = frozenset(
+    "的了是在和有我你他她它们这那就也都要把被吗呢吧啊与及或个一不请会能可么着过还该得呀嘛哪怎"
+)
+# Question words and particles removed from a query's CJK runs, longest first so that
+# ``有没有`` wins over ``有``. They are separators: no pair is formed across them.
+_CJK_QUESTION_WORDS: Final = (
+    *("需不需要", "可不可以", "怎么样", "怎么办", "为什么", "有没有", "有哪些", "是不是"),
+    *("能不能", "会不会", "要不要", "是什么", "有什么", "什么", "怎么", "怎样", "如何", "为何"),
+    *("是否", "哪些", "哪个", "哪里", "哪儿", "多少", "多久", "还是", "可以"),
+    *("吗", "呢", "吧", "啊", "呀", "嘛"),
+)
+_FUNCTION_WORDS: Final = frozenset(
+    HAN_FUNCTION_WORDS[i : i + 2] for i in range(0, len(HAN_FUNCTION_WORDS), 2)
+)
+_CJK_QUESTION_RE: Final = re.compile(
+    "|".join(sorted(map(re.escape, _CJK_QUESTION_WORDS), key=len, reverse=True))
+)
 
 # -- stemming ------------------------------------------------------------------------------
 
@@ -320,45 +356,62 @@ def _drop_acronym_plural(part: str) -> str:
     return part
 
 
-def _word_terms(word: str, out: list[tuple[str, bool]]) -> None:
-    """Append ``(term, is_stop_word)`` for one alphanumeric run of an identifier or text."""
+def _word_terms(word: str, out: list[str]) -> str | None:
+    """Append the document terms of one alphanumeric run; return its query term.
+
+    The query term is the casefolded whole, the one term every case variant of the run
+    shares. The document adds what only this spelling's case reveals: the parts of a CamelCase
+    run (``OpenAPI`` -> ``open``, ``api``) or the singular of an acronym plural (``APIs`` ->
+    ``api``). See the module docstring for why the query never uses them.
+    """
+    whole = _word_term(word.casefold())
     parts = _case_parts(word)
     if len(parts) > 1:
         for part in parts:
-            folded = part.casefold()
-            term = _word_term(folded)
+            term = _word_term(part.casefold())
             if term is not None:
-                out.append((term, folded in _STOP_WORDS))
-    # The run itself: the plain word, or the whole of a CamelCase run (see module docstring).
-    folded = word.casefold() if len(parts) > 1 else parts[0].casefold()
-    term = _word_term(folded)
-    if term is not None:
-        out.append((term, folded in _STOP_WORDS))
+                out.append(term)
+    else:
+        term = _word_term(parts[0].casefold())  # differs from ``whole`` only for "APIs"
+        if term is not None and term != whole:
+            out.append(term)
+    if whole is not None:
+        out.append(whole)
+    return whole
 
 
 _Terms = tuple[str, ...]
+_COMPOUND_JOINERS: Final = frozenset("_-")
 
 
 def _segment_terms(segment: str) -> tuple[_Terms, _Terms]:
     """Document and query terms of one word or identifier."""
-    if segment.isalnum():  # no joiner: the common plain word, kept on a short path
-        parts = _case_parts(segment)
-        if len(parts) == 1:
-            folded = parts[0].casefold()
-            term = _word_term(folded)
-            if term is None:
-                return (), ()
-            return (term,), (() if folded in _STOP_WORDS else (term,))
-    pairs: list[tuple[str, bool]] = []
+    document: list[str] = []
+    if segment.isalnum():  # no joiner: the common plain word
+        whole = _word_terms(segment, document)
+        if whole is None or segment.casefold() in _STOP_WORDS:
+            return tuple(document), ()
+        return tuple(document), (whole,)
     words = _JOINER_RE.split(segment)
+    if len(words) == 1:  # a word with combining marks inside: not an identifier
+        whole = _word_terms(segment, document)
+        stop = whole is None or segment.casefold() in _STOP_WORDS
+        return tuple(document), (() if stop else (whole,))
+    query: list[str] = []
     for word in words:
-        _word_terms(word, pairs)
-    if len(words) > 1:
-        pairs.append((_hex_term("i", segment.casefold()), False))
-    return (
-        tuple(term for term, _ in pairs),
-        tuple(term for term, is_stop in pairs if not is_stop),
-    )
+        # Parts of an identifier are never stop words: ``get_logger`` keeps ``get``.
+        whole = _word_terms(word, document)
+        if whole is not None:
+            query.append(whole)
+    whole_identifier = _hex_term("i", segment.casefold())
+    document.append(whole_identifier)
+    query.append(whole_identifier)
+    if _COMPOUND_JOINERS.issuperset("".join(_JOINER_RE.findall(segment))):
+        compact = _word_term("".join(words).casefold())
+        if compact is not None:
+            document.append(compact)
+            query.append(compact)
+    return tuple(document), tuple(dict.fromkeys(query))
 
 
 def _is_han(char: str) -> bool:
@@ -372,11 +425,19 @@ def _cjk_terms(run: str) -> tuple[_Terms, _Terms]:
     Han characters yield unigrams; every adjacent pair yields a bigram, so a query for a
     multi-character word meets documents containing it even without word segmentation.
     """
+    document = _cjk_document_terms(run)
+    if _CJK_STOP_CHARS.isdisjoint(run) and _CJK_QUESTION_RE.search(run) is None:
+        return document, document
+    query: list[str] = []
+    for piece in _CJK_QUESTION_RE.split(run):
+        if piece:
+            _cjk_query_piece(piece, query)
+    return document, tuple(query)
+
+
+def _cjk_document_terms(run: str) -> _Terms:
     if len(run) == 1:
-        if _is_han(run):
-            term = f"c{ord(run):04x}"
-            return (term,), (() if run in _CJK_STOP_CHARS else (term,))
-        return (f"k{ord(run):04x}",), (f"k{ord(run):04x}",)
+        return (f"c{ord(run):04x}",) if _is_han(run) else (f"k{ord(run):04x}",)
     hex5 = [f"{ord(char):05x}" for char in run]
     bigrams = ["b" + a + b for a, b in pairwise(hex5)]
     if _KANA_HANGUL_RE.search(run) is None:  # pure Han: the common Chinese case
@@ -393,11 +454,28 @@ def _cjk_terms(run: str) -> tuple[_Terms, _Terms]:
     merged: list[str | None] = [None] * (len(unigrams) + len(bigrams))
     merged[0::2] = unigrams
     merged[1::2] = bigrams
-    document = tuple(term for term in merged if term is not None)
-    if _CJK_STOP_CHARS.isdisjoint(run):
-        return document, document
-    stop_terms = {f"c{ord(char):04x}" for char in _CJK_STOP_CHARS.intersection(run)}
-    return document, tuple(term for term in document if term not in stop_terms)
+    return tuple(term for term in merged if term is not None)
+
+
+def _cjk_query_piece(piece: str, out: list[str]) -> None:
+    """Query terms of a CJK run between question words: the document's terms, less function
+    characters and the pairs they form unless the pair is a word (``请求`` yes, ``改的`` no)."""
+    last = len(piece) - 1
+    for i, char in enumerate(piece):
+        han = _is_han(char)
+        if han:
+            if char not in _CJK_STOP_CHARS:
+                out.append(f"c{ord(char):04x}")
+        elif last == 0:
+            out.append(f"k{ord(char):04x}")
+        if i < last:
+            following = piece[i + 1]
+            if (
+                char in _CJK_STOP_CHARS or following in _CJK_STOP_CHARS
+            ) and char + following not in _FUNCTION_WORDS:
+                continue
+            kind = "b" if han and _is_han(following) else "k"
+            out.append(f"{kind}{ord(char):05x}{ord(following):05x}")
 
 
 # Prompts and documents keep repeating their vocabulary, so a cache hit replaces case analysis,

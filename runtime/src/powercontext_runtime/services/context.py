@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 
 from ..context.builder import ExperienceHit, MemoryHit, PreparedContext, PreparedContextBuilder
 from ..contract.context import PrepareContextRequest
+from ..extraction.directives import without_directives
 from ..search.analyzer import query_terms
 from .auth import Principal
 from .bootstrap import BootstrapService
@@ -48,7 +49,7 @@ class ContextService:
         """:meth:`prepare`, and which Memory search ran (``auto``: hybrid when the semantic
         channel is on and its query embedding answered in time, else fts)."""
         # Embedded before the snapshot opens: no read transaction waits on a model.
-        query = self._memory.resolve(req.query, "auto", "prepare_context")
+        query = self._memory.resolve(without_directives(req.query), "auto", "prepare_context")
         with self._snapshot():  # one read transaction for every lookup below
             return self._prepare(req, principal, query), query
 
@@ -62,7 +63,8 @@ class ContextService:
             if req.bootstrap_receipt_id
             else frozenset()
         )
-        terms = query_terms(req.query)
+        # ``remember:`` lines are memory writes, not part of the question (issue 17).
+        terms = query_terms(without_directives(req.query))
         result = self._memory.find(req.scope_id, terms, MEMORY_CANDIDATES, delivered, query)
         experience = [
             ExperienceHit(

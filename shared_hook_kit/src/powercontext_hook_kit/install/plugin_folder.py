@@ -70,6 +70,10 @@ before relying on it.
   new `text`.
 - `retire_memory_entry` — retire an entry that became wrong or obsolete (its `citation`, a
   `reason`).
+- `commit_handoff` — when you stop with work left, leave a Handoff: `scope_id`, `base` (the
+  revision you continue, `null` for the first) and `content` (`schema`
+  `powercontext.handoff.v1`, `objective`, `state` statements, `disposition`, `next_action`).
+  The next session of this repository starts with it once (when bootstrap is on).
 
 ## How to use them well
 
@@ -80,8 +84,8 @@ before relying on it.
   self-contained sentence. Never store secrets, tokens, credentials or personal data.
 - Prefer revising over adding a near-duplicate. A `revision_conflict` (409) means someone
   changed the entry first: re-read it (`get_memory_entry` / `search_memory`) and retry.
-- The scope id of this workspace is printed by `{{powercontext:script}} doctor` (the `scope`
-  line); do not invent one.
+- The scope id of this workspace is printed by `{{powercontext:script}} scope`; do not
+  invent one.
 """
 
 
