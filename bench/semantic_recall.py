@@ -272,7 +272,9 @@ def main() -> int:
         for lang, raw in sweep_data.items():
             ranks, admitted_held, held_n = [], 0, 0
             for lexical, vector, relevant in raw:
-                fused = fusion.fuse(lexical, vector, floor, 10, lambda k: str(k).encode())
+                fused = fusion.fuse(
+                    lexical, vector, fusion.Admission(floor), 10, lambda k: str(k).encode()
+                )
                 keys = [str(f.key) for f in fused]
                 if relevant is None:
                     held_n += 1

@@ -370,8 +370,9 @@ def _bytes(key: object) -> bytes:
 
 
 def test_fusion_admits_lexical_hits_and_floors_vector_only() -> None:
+    half = fusion.Admission(0.5)
     fused = fusion.fuse(
-        ["a", "b"], [("c", 0.9), ("a", 0.8), ("d", 0.1)], floor=0.5, limit=10, tiebreak=_bytes
+        ["a", "b"], [("c", 0.9), ("a", 0.8), ("d", 0.1)], half, limit=10, tiebreak=_bytes
     )
     assert [(f.key, f.matched_by) for f in fused] == [
         ("a", "fts+vector"),
@@ -382,11 +383,29 @@ def test_fusion_admits_lexical_hits_and_floors_vector_only() -> None:
     # "d" is below the floor and not lexical: never admitted, but it still took rank 3.
     assert "d" not in {f.key for f in fused}
     # Deterministic ties: equal scores order by the tiebreak.
-    tied = fusion.fuse(["y"], [("x", 0.9)], floor=0.5, limit=10, tiebreak=_bytes)
+    tied = fusion.fuse(["y"], [("x", 0.9)], half, limit=10, tiebreak=_bytes)
     assert [f.key for f in tied] == ["x", "y"]
-    assert fusion.fuse([], [], 0.5, 10, _bytes) == []
-    only = fusion.vector_only([("p", 0.7), ("q", 0.4)], 0.5, 10, _bytes)
+    assert fusion.fuse([], [], half, 10, _bytes) == []
+    only = fusion.vector_only([("p", 0.7), ("q", 0.4)], half, 10, _bytes)
     assert [(f.key, f.score) for f in only] == [("p", 0.7)]
+
+
+def test_fusion_caps_vector_only_admissions_but_never_lexical_hits() -> None:
+    """A pack admits at most ``vector_only`` candidates the lexical channel did not find (the
+    best ones); a lexical hit the vector channel also ranks is not counted against the cap."""
+    one = fusion.Admission(0.5, vector_only=1)
+    vector = [("a", 0.95), ("c", 0.9), ("d", 0.85), ("b", 0.8)]
+    fused = fusion.fuse(["a", "b"], vector, one, limit=10, tiebreak=_bytes)
+    assert {f.key: f.matched_by for f in fused} == {
+        "a": "fts+vector",
+        "b": "fts+vector",
+        "c": "vector",
+    }
+    none = fusion.Admission(0.5, vector_only=0)
+    assert [f.key for f in fusion.fuse(["b"], vector, none, 10, _bytes)] == ["b"]
+    assert [f.key for f in fusion.vector_only(vector, one, 10, _bytes)] == ["a"]
+    assert len(fusion.vector_only(vector, half := fusion.Admission(0.5), 2, _bytes)) == 2
+    assert half.vector_only is None
 
 
 # -- the local model (SQLite; USE-multilingual from the wheel) ------------------------------

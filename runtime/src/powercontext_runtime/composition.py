@@ -17,6 +17,7 @@ from .extraction.directives import DirectivesExtractor
 from .extraction.openai_compatible import OpenAICompatibleExtractor
 from .files import secure_data_dir
 from .search.analyzer import document_terms
+from .search.fusion import Admission
 from .services.auth import Authenticator, ensure_local_tokens
 from .services.bootstrap import BootstrapService
 from .services.context import ContextService
@@ -162,12 +163,16 @@ class Runtime:
         self.db.dispose()
 
 
-#: Cosine similarity a candidate found only by the vector channel needs (per model: cosine
-#: scales differ). USE-multilingual's is calibrated on the Debian DDTP set
-#: (docs/decisions/semantic-channel.md); other models get POWERCONTEXT_EMBEDDINGS_MIN_SIMILARITY.
-LOCAL_MIN_SIMILARITY = 0.25
-#: Unknown remote models: a conservative guess; calibrate and set the variable.
-OPENAI_MIN_SIMILARITY = 0.5
+#: Which candidates found only by the vector channel join (per model: cosine scales differ).
+#: ``search_memory`` (the agent asked; recall matters) and a prepared pack (injected into every
+#: prompt; precision matters: at most one vector-only item, and a floor that keeps ≥ 95 % of
+#: the dev set's unrelated prompts empty). USE-multilingual's floors are calibrated on the
+#: Debian DDTP set and the dev set (docs/decisions/semantic-channel.md); other models take
+#: POWERCONTEXT_EMBEDDINGS_MIN_SIMILARITY / POWERCONTEXT_EMBEDDINGS_PREPARE_MIN_SIMILARITY.
+LOCAL_FLOORS = (0.25, 0.46)
+#: Unknown remote models: a conservative guess; calibrate and set the variables.
+OPENAI_FLOORS = (0.5, 0.6)
+PREPARE_VECTOR_ONLY = 1
 
 
 def _semantic(settings: Settings, db: Database) -> SemanticChannel | None:
@@ -181,7 +186,7 @@ def _semantic(settings: Settings, db: Database) -> SemanticChannel | None:
         from .embeddings.local import LocalUSEEmbedder
 
         embedder = LocalUSEEmbedder()
-        floor = LOCAL_MIN_SIMILARITY
+        search_floor, prepare_floor = LOCAL_FLOORS
     else:
         from .embeddings.openai_compatible import OpenAICompatibleEmbedder
 
@@ -194,15 +199,18 @@ def _semantic(settings: Settings, db: Database) -> SemanticChannel | None:
             settings.embeddings_api_key,
             settings.embeddings_timeout,
         )
-        floor = OPENAI_MIN_SIMILARITY
+        search_floor, prepare_floor = OPENAI_FLOORS
     if settings.embeddings_min_similarity is not None:
-        floor = settings.embeddings_min_similarity
+        search_floor = settings.embeddings_min_similarity
+    if settings.embeddings_prepare_min_similarity is not None:
+        prepare_floor = settings.embeddings_prepare_min_similarity
     return SemanticChannel(
         db,
         embedder,
         for_backend(db.backend, embedder.dimension),
         query_timeout=settings.embeddings_query_timeout,
-        floor=floor,
+        search=Admission(search_floor),
+        prepare=Admission(prepare_floor, PREPARE_VECTOR_ONLY),
         waits_on_network=settings.embeddings == "openai",
     )
 

@@ -178,13 +178,15 @@ def _serving_settings(pick: Callable[[str, str, object], object], home: Path) ->
     }
 
 
-def _similarity(value: object) -> float:
+def _similarity(value: object, name: str) -> float | None:
+    if value is None:
+        return None
     try:
         number = float(str(value))
     except ValueError:
         number = float("nan")
     if not -1.0 <= number <= 1.0:
-        raise ConfigError("POWERCONTEXT_EMBEDDINGS_MIN_SIMILARITY must be a number from -1 to 1")
+        raise ConfigError(f"{name} must be a number from -1 to 1")
     return number
 
 
@@ -201,9 +203,6 @@ def _embedding_settings(
     base_url = pick("embeddings_base_url", "POWERCONTEXT_EMBEDDINGS_BASE_URL", None)
     model = pick("embeddings_model", "POWERCONTEXT_EMBEDDINGS_MODEL", None)
     dimension = pick("embeddings_dimension", "POWERCONTEXT_EMBEDDINGS_DIMENSION", None)
-    min_similarity = pick(
-        "embeddings_min_similarity", "POWERCONTEXT_EMBEDDINGS_MIN_SIMILARITY", None
-    )
     return {
         "embeddings": mode,
         "embeddings_base_url": None if base_url is None else str(base_url),
@@ -222,9 +221,18 @@ def _embedding_settings(
             pick("embeddings_query_timeout", "POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT", 0.05),
             "POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT",
         ),
-        "embeddings_min_similarity": None
-        if min_similarity is None
-        else _similarity(min_similarity),
+        "embeddings_min_similarity": _similarity(
+            pick("embeddings_min_similarity", "POWERCONTEXT_EMBEDDINGS_MIN_SIMILARITY", None),
+            "POWERCONTEXT_EMBEDDINGS_MIN_SIMILARITY",
+        ),
+        "embeddings_prepare_min_similarity": _similarity(
+            pick(
+                "embeddings_prepare_min_similarity",
+                "POWERCONTEXT_EMBEDDINGS_PREPARE_MIN_SIMILARITY",
+                None,
+            ),
+            "POWERCONTEXT_EMBEDDINGS_PREPARE_MIN_SIMILARITY",
+        ),
         "embeddings_interval": _positive_float(
             pick("embeddings_interval", "POWERCONTEXT_EMBEDDINGS_INTERVAL", 1.0),
             "POWERCONTEXT_EMBEDDINGS_INTERVAL",
@@ -283,6 +291,7 @@ class Settings:
     embeddings_interval: float = 1.0
     #: Cosine similarity a vector-only candidate needs (None: the model's calibrated default).
     embeddings_min_similarity: float | None = None
+    embeddings_prepare_min_similarity: float | None = None
 
     @property
     def token_file(self) -> Path:

@@ -10,7 +10,9 @@ Admission is what keeps an unrelated prompt ``empty``:
 * a lexical hit has already cleared the lexical relevance floor (:mod:`.scoring`) and is
   always admitted; a vector rank for it only raises it;
 * a candidate only the vector channel found is admitted when its cosine similarity reaches
-  ``floor`` (per model; calibrated on data, docs/decisions/semantic-channel.md).
+  the :class:`Admission` floor, and at most ``vector_only`` of them are: a search the agent
+  asks for admits generously (recall), a pack injected into every prompt strictly (precision).
+  Both per model, calibrated on data (docs/decisions/semantic-channel.md).
 
 Order is deterministic: fused score, then the entry id by byte order.
 """
@@ -20,10 +22,18 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Literal, NamedTuple
 
-__all__ = ["RRF_K", "Fused", "MatchedBy", "fuse", "vector_only"]
+__all__ = ["RRF_K", "Admission", "Fused", "MatchedBy", "fuse", "vector_only"]
 
 RRF_K = 60
 MatchedBy = Literal["fts", "vector", "fts+vector"]
+
+
+class Admission(NamedTuple):
+    """Which vector-only candidates may join: cosine ≥ ``floor``, the best ``vector_only`` of
+    them (``None``: no cap)."""
+
+    floor: float
+    vector_only: int | None = None
 
 
 class Fused(NamedTuple):
@@ -35,7 +45,7 @@ class Fused(NamedTuple):
 def fuse(
     lexical: Sequence[Hashable],
     vector: Sequence[tuple[Hashable, float]],
-    floor: float,
+    admission: Admission,
     limit: int,
     tiebreak: Callable[[Hashable], bytes],
 ) -> list[Fused]:
@@ -51,12 +61,16 @@ def fuse(
         scores[rowid] = 1.0 / (RRF_K + rank)
     vector_ids: set[Hashable] = set()
     rank = 0
+    room = admission.vector_only
     for rowid, similarity in vector:
         if rowid in vector_ids:
             continue
         rank += 1
-        if rowid not in lexical_ids and similarity < floor:
-            continue
+        if rowid not in lexical_ids:
+            if similarity < admission.floor or room == 0:
+                continue
+            if room is not None:
+                room -= 1
         vector_ids.add(rowid)
         scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (RRF_K + rank)
     fused = [
@@ -69,15 +83,18 @@ def fuse(
 
 def vector_only(
     vector: Sequence[tuple[Hashable, float]],
-    floor: float,
+    admission: Admission,
     limit: int,
     tiebreak: Callable[[Hashable], bytes],
 ) -> list[Fused]:
-    """The vector channel alone: candidates at or above ``floor``, scored by their cosine
-    (clipped to 0..1)."""
+    """The vector channel alone: admitted candidates, scored by their cosine (clipped to
+    0..1)."""
     seen: dict[Hashable, float] = {}
+    cap = limit if admission.vector_only is None else min(limit, admission.vector_only)
     for rowid, similarity in vector:
-        if similarity >= floor and rowid not in seen:
+        if len(seen) == cap:
+            break
+        if similarity >= admission.floor and rowid not in seen:
             seen[rowid] = similarity
     hits = [
         Fused(rowid, round(min(1.0, max(0.0, sim)), 6), "vector") for rowid, sim in seen.items()

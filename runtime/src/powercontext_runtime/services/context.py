@@ -48,13 +48,15 @@ class ContextService:
     ) -> tuple[PreparedContext, QueryVector]:
         """:meth:`prepare`, and which Memory search ran (``auto``: hybrid when the semantic
         channel is on and its query embedding answered in time, else fts)."""
-        # Embedded before the snapshot opens: no read transaction waits on a model.
-        query = self._memory.resolve(without_directives(req.query), "auto", "prepare_context")
+        # ``remember:`` lines are memory writes, not part of the question (issue 17). The
+        # query embedding starts before the snapshot and runs alongside the lexical search.
+        question = without_directives(req.query)
+        query = self._memory.resolve(question, "auto", "prepare_context")
         with self._snapshot():  # one read transaction for every lookup below
-            return self._prepare(req, principal, query), query
+            return self._prepare(req, principal, question, query), query
 
     def _prepare(
-        self, req: PrepareContextRequest, principal: Principal, query: QueryVector
+        self, req: PrepareContextRequest, principal: Principal, question: str, query: QueryVector
     ) -> PreparedContext:
         delivered = (
             frozenset(
@@ -63,8 +65,7 @@ class ContextService:
             if req.bootstrap_receipt_id
             else frozenset()
         )
-        # ``remember:`` lines are memory writes, not part of the question (issue 17).
-        terms = query_terms(without_directives(req.query))
+        terms = query_terms(question)
         result = self._memory.find(req.scope_id, terms, MEMORY_CANDIDATES, delivered, query)
         experience = [
             ExperienceHit(

@@ -34,7 +34,7 @@ from ..search.analyzer import query_terms
 from ..store.memory import FoundEntry, MemoryStore, SearchResult
 
 if TYPE_CHECKING:
-    from .semantic import SemanticChannel
+    from .semantic import PendingQuery, SemanticChannel
 
 __all__ = ["MemoryService", "QueryVector"]
 
@@ -44,14 +44,24 @@ VECTOR_CANDIDATES = 32
 
 
 class QueryVector:
-    """A resolved search mode: the mode to run and, for vector/hybrid, the query's vector;
-    ``fallback`` is the error code when a hybrid search fell back to fts."""
+    """A resolved search: the mode to run and, for vector/hybrid, the query embedding under
+    way and which vector-only candidates may join. After the search, ``mode`` is the search
+    that ran and ``fallback`` the error code when a hybrid search fell back to fts."""
 
-    __slots__ = ("fallback", "mode", "vector")
+    __slots__ = ("admission", "fallback", "mode", "operation", "pending")
 
-    def __init__(self, mode: Mode, vector: Any = None, fallback: str | None = None) -> None:
+    def __init__(
+        self,
+        mode: Mode,
+        pending: PendingQuery | None = None,
+        admission: fusion.Admission | None = None,
+        operation: str = "",
+        fallback: str | None = None,
+    ) -> None:
         self.mode = mode
-        self.vector = vector
+        self.pending = pending
+        self.admission = admission
+        self.operation = operation
         self.fallback = fallback
 
 
@@ -109,10 +119,11 @@ class MemoryService:
         )
 
     def resolve(self, query: str, mode: str, operation: str) -> QueryVector:
-        """The search to run for ``mode`` (``auto`` = hybrid when available, else fts), with
-        the query embedded *before* any snapshot opens. A hybrid search whose embedding fails
-        or misses its deadline falls back to fts (counted, logged without content); an
-        explicit ``vector`` search has nothing to fall back to and raises."""
+        """The search to run for ``mode`` (``auto`` = hybrid when available, else fts). The
+        query embedding starts here and runs while the lexical search does; :meth:`find` waits
+        for it at most until the deadline. A hybrid search whose embedding fails or misses its
+        deadline falls back to fts (counted, logged without content); an explicit ``vector``
+        search has nothing to fall back to and raises."""
         if mode == "fts":
             return _FTS
         if self._semantic is None:
@@ -123,14 +134,33 @@ class MemoryService:
                 "(get_capabilities lists the search modes)"
             )
         wanted: Mode = "hybrid" if mode == "auto" else mode  # type: ignore[assignment]
+        semantic = self._semantic
+        admission = semantic.prepare if operation == "prepare_context" else semantic.search
+        resolved = QueryVector(wanted, None, admission, operation)
         try:
-            vector = self._semantic.embed_query(query)
+            resolved.pending = semantic.start_query(query)
         except EmbeddingUnavailableError as exc:
-            if wanted == "vector":
-                raise
-            self._semantic.note_fallback(operation, exc)
-            return QueryVector("fts", fallback=exc.code)
-        return QueryVector(wanted, vector)
+            self._fell_back(resolved, exc)
+        return resolved
+
+    def _vector(self, query: QueryVector) -> Any:
+        """The query's vector, or ``None`` after a fallback (``query`` then says fts)."""
+        if query.pending is None:
+            return None
+        try:
+            return query.pending.result()
+        except EmbeddingUnavailableError as exc:
+            self._fell_back(query, exc)
+            return None
+        finally:
+            query.pending = None
+
+    def _fell_back(self, query: QueryVector, exc: EmbeddingUnavailableError) -> None:
+        if query.mode == "vector":
+            raise exc
+        assert self._semantic is not None
+        self._semantic.note_fallback(query.operation, exc)
+        query.mode, query.fallback = "fts", exc.code
 
     def find(
         self,
@@ -146,6 +176,7 @@ class MemoryService:
         if query.mode == "fts" or self._semantic is None:
             return self._store.search(scope_id, terms, limit, exclude_versions)
         semantic = self._semantic
+        assert query.admission is not None
         k = max(VECTOR_CANDIDATES, 2 * limit)
         with semantic.snapshot():  # head, lexical and vector candidates: one snapshot
             if query.mode == "hybrid":
@@ -154,9 +185,12 @@ class MemoryService:
             else:
                 lexical = SearchResult(0, [])
                 head = self._store.head(scope_id)
+            embedded = self._vector(query)  # the embedding ran alongside the lexical search
+            if embedded is None:
+                return lexical
             if not head:
                 return SearchResult(0, [], query.mode)
-            vector = semantic.candidates(scope_id, query.vector, k, exclude_versions)
+            vector = semantic.candidates(scope_id, embedded, k, exclude_versions)
         found: dict[str, FoundEntry] = {h.entry_version_id: h for h in lexical.hits}
         for c in vector:
             found.setdefault(
@@ -169,10 +203,10 @@ class MemoryService:
         pairs = [(c.entry_version_id, c.similarity) for c in vector]
         if query.mode == "hybrid":
             fused = fusion.fuse(
-                [h.entry_version_id for h in lexical.hits], pairs, semantic.floor, limit, tiebreak
+                [h.entry_version_id for h in lexical.hits], pairs, query.admission, limit, tiebreak
             )
         else:
-            fused = fusion.vector_only(pairs, semantic.floor, limit, tiebreak)
+            fused = fusion.vector_only(pairs, query.admission, limit, tiebreak)
         return SearchResult(
             head,
             [found[str(f.key)]._replace(score=f.score, matched_by=f.matched_by) for f in fused],

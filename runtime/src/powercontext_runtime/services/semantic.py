@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from sqlalchemy import Connection, bindparam, select
 
 from ..embeddings import Embedder, EmbeddingTimeoutError, EmbeddingUnavailableError
+from ..search.fusion import Admission
 from ..store.database import Database
 from ..store.schema import memory_versions
 from ..store.vectors import PendingVersion, VectorStore
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["EmbeddingWorker", "SemanticChannel", "VectorCandidate"]
+__all__ = ["EmbeddingWorker", "PendingQuery", "SemanticChannel", "VectorCandidate"]
 
 _log = logging.getLogger("powercontext.semantic")
 
@@ -71,6 +72,25 @@ def embedding_text(text: str, tags_json: str) -> str:
     return text + ("\n" + " ".join(tags) if tags else "")
 
 
+class PendingQuery:
+    """A query embedding under way: :meth:`result` waits at most until the deadline that
+    started with the request, so the lexical search can run meanwhile (issue 17's budget)."""
+
+    __slots__ = ("_deadline", "_future")
+
+    def __init__(self, future: Future[npt.NDArray[np.float32]], deadline: float) -> None:
+        self._future = future
+        self._deadline = deadline
+
+    def result(self) -> npt.NDArray[np.float32]:
+        """The vector, or :class:`EmbeddingUnavailableError` (a timeout included). A late
+        answer is dropped, not waited for."""
+        try:
+            return self._future.result(timeout=max(0.0, self._deadline - time.monotonic()))
+        except FutureTimeout:
+            raise EmbeddingTimeoutError("the embedder did not answer in time") from None
+
+
 class SemanticChannel:
     def __init__(
         self,
@@ -79,12 +99,16 @@ class SemanticChannel:
         vectors: VectorStore,
         *,
         query_timeout: float,
-        floor: float,
+        search: Admission,
+        prepare: Admission,
         waits_on_network: bool = False,
     ) -> None:
         self.embedder = embedder
         self.model_id = embedder.model_id
-        self.floor = floor
+        #: Which vector-only candidates join a ``search_memory`` answer (recall: the agent
+        #: asked) and a prepared pack (precision: it reaches every prompt).
+        self.search = search
+        self.prepare = prepare
         #: True when a query embedding is a network call (the route then leaves the loop).
         self.waits_on_network = waits_on_network
         self._db = db
@@ -109,23 +133,25 @@ class SemanticChannel:
         """A read snapshot (joins the caller's open one, as every nested read does)."""
         return self._db.read()
 
-    def embed_query(self, query: str) -> npt.NDArray[np.float32]:
-        """The query's vector, or :class:`EmbeddingUnavailableError` (a timeout included) when
-        the embedder fails or misses the deadline. A late answer is dropped, not waited for."""
+    def start_query(self, query: str) -> PendingQuery:
+        """Start embedding the query; :class:`EmbeddingUnavailableError` at once when the
+        embedder is busy (more than ``MAX_QUEUED_QUERIES`` waiting) or shut down."""
         with self._queued_lock:
             if self._queued >= MAX_QUEUED_QUERIES:
                 raise EmbeddingTimeoutError("the embedder is busy")
             self._queued += 1
+        deadline = time.monotonic() + self._query_timeout
         try:
             future = self._queries.submit(self._embed_one, query[:QUERY_CHARS])
         except RuntimeError:  # shut down
             self._release()
             raise EmbeddingUnavailableError("the embedder is shut down") from None
         future.add_done_callback(lambda _f: self._release())
-        try:
-            return future.result(timeout=self._query_timeout)
-        except FutureTimeout:
-            raise EmbeddingTimeoutError("the embedder did not answer in time") from None
+        return PendingQuery(future, deadline)
+
+    def embed_query(self, query: str) -> npt.NDArray[np.float32]:
+        """The query's vector, waiting for it (see :meth:`start_query`)."""
+        return self.start_query(query).result()
 
     def _embed_one(self, text: str) -> npt.NDArray[np.float32]:
         return self.embedder.embed([text], timeout=self._query_timeout)[0]
