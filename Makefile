@@ -13,7 +13,7 @@ install: $(STAMP)
 $(STAMP): $(PYPROJECTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet $(addprefix -e ./,$(MEMBERS)) -e '.[dev]'
+	$(BIN)/python -m pip install --quiet $(addprefix -e ./,$(MEMBERS)) -e './runtime[semantic]' -e '.[dev]'
 	@touch $(STAMP)
 
 run: install

