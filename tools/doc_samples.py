@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python tools/doc_samples.py` from anywhere
     sys.path.insert(0, str(ROOT))
@@ -77,6 +79,7 @@ SAMPLES: dict[str, str] = {
     "cli-candidate-conflict-json": "the same with --json (stderr)",
     "http-error-envelope": "the HTTP answer of a revise whose citation is stale (409)",
     "memory-flush": "`powercontext memory flush --json` after three captured prompts",
+    "metrics-packs": "`GET /metrics` at the end of the story: the pack and prepare counters",
 }
 
 #: The pages that may hold marked blocks.
@@ -518,6 +521,16 @@ def _story(world: World) -> dict[str, str]:
         finally:
             token_file.write_bytes(kept)
         s["mcp-errors"] = down_message + "\n" + listed[2]["error"]["message"] + "\n"
+
+        # docs/observability.md: what /metrics says about this story's packs
+        auth = {"Authorization": f"Bearer {daemon.token}"}
+        scraped = httpx.get(daemon.url + "/metrics", headers=auth, timeout=30).text
+        shown = ("powercontext_context_packs_total", 'powercontext_http_requests_total{code=""')
+        s["metrics-packs"] = "".join(
+            line + "\n"
+            for line in scraped.splitlines()
+            if line.startswith(shown) and ("packs" in line or "prepare_context" in line)
+        )
     return s
 
 

@@ -87,6 +87,11 @@ def test_a_capability_opens_exactly_its_operations(module_daemon: Daemon, capabi
     bodies = valid_bodies(scope)
     with module_daemon.client(token) as client:
         assert client.get("/v1/capabilities").status_code == 200  # any valid token
+        metrics = client.get("/metrics")  # counts only: a read token may scrape them
+        if capability == "read":
+            assert metrics.status_code == 200, metrics.text
+        else:
+            assert_envelope(metrics, 403, "capability_forbidden")
         for path, needed in NEEDS.items():
             response = client.post(path, json=bodies[path])
             if needed == capability:

@@ -414,7 +414,11 @@ def test_get_operations_ignore_a_hostile_body_and_query(
         for label, raw, headers in junk:
             response = http.request("GET", path + query, content=raw, headers=headers)
             assert response.status_code == 200, (path, label, response.text[:300])
-            assert response.json() == clean.json(), (path, label)
+            if path == "/metrics":  # counters move between two scrapes: same document kind
+                assert response.headers["content-type"] == clean.headers["content-type"]
+                assert "powercontext_http_requests_total" in response.text, label
+            else:
+                assert response.json() == clean.json(), (path, label)
         too_big = http.request("GET", path, content=b"x" * (MAX_BODY + 1))
         assert_envelope(too_big, 413, "payload_too_large")
     _no_internal_errors(module_daemon, log_start)

@@ -124,8 +124,9 @@ def test_a_revoked_token_stops_working_at_once_in_every_worker(workers_daemon: D
     def statuses() -> set[int]:
         # A fresh connection each time: the kernel spreads them over the workers.
         return {
-            httpx.post(workers_daemon.url + CHANGES, json=body, headers=headers, timeout=30)
-            .status_code
+            httpx.post(
+                workers_daemon.url + CHANGES, json=body, headers=headers, timeout=30
+            ).status_code
             for _ in range(4 * WORKERS)
         }
 
@@ -133,3 +134,35 @@ def test_a_revoked_token_stops_working_at_once_in_every_worker(workers_daemon: D
     revoked = run_cli(workers_daemon, "token", "revoke", name)
     assert revoked.returncode == 0, revoked.stderr
     assert statuses() == {401}
+
+
+def _remembered(daemon: Daemon) -> float:
+    """remember_memory 200s counted by ``/metrics``, asked on a fresh connection."""
+    with daemon.client() as client:
+        response = client.get("/metrics")
+    assert response.status_code == 200
+    total = 0.0
+    for line in response.text.splitlines():
+        if line.startswith("powercontext_http_requests_total{") and (
+            'operation="remember_memory"' in line and 'status="200"' in line
+        ):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_metrics_sum_every_worker(workers_daemon: Daemon) -> None:
+    """A scrape answered by any one worker counts the requests every worker served."""
+    before = _remembered(workers_daemon)
+    scope = new_scope("workers-metrics")
+    writes = 4 * WORKERS * 5
+    for n in range(writes):
+        with workers_daemon.client() as client:  # new connections spread over the workers
+            remember(client, scope, f"metrics note {n}")
+    # Every scrape, whichever worker takes it, sees all of them.
+    assert [_remembered(workers_daemon) for _ in range(3 * WORKERS)] == [before + writes] * (
+        3 * WORKERS
+    )
+    # The workers' files live in the private data dir (the supervisor wiped it at start).
+    metrics_dir = workers_daemon.home / "metrics"
+    assert metrics_dir.stat().st_mode & 0o777 == 0o700
+    assert any(p.name.startswith("counter_") for p in metrics_dir.iterdir())

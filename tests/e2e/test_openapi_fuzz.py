@@ -164,6 +164,8 @@ class _Walk:
         )
         assert 200 <= response.status_code < 300, (path, response.text[:500])
         self.done.add((method, path))
+        if (_header(response, "content-type") or "").startswith("text/plain"):
+            return response.text  # /metrics: the Prometheus exposition format
         return response.json()
 
 
@@ -173,6 +175,7 @@ def test_successful_answers_of_every_operation_match_the_document(module_daemon:
     valid = valid_bodies(scope)
     for path in ("/health", "/health/live", "/health/ready", "/v1/capabilities"):
         call(path)
+    assert "powercontext_http_requests_total" in call("/metrics")
 
     # Memory: write, read back every way, change, and finally retire.
     entry = call(

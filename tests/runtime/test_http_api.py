@@ -52,7 +52,7 @@ def test_openapi_is_served_and_strict(api: TestClient) -> None:
     }
     assert {"remember_memory", "search_memory", "get_memory_entry", "list_memory_entries",
             "revise_memory_entry", "retire_memory_entry", "list_memory_changes",
-            "capture_content_source", "get_capabilities", "get_liveness",
+            "capture_content_source", "get_capabilities", "get_metrics", "get_liveness",
             "get_readiness", "get_health", "prepare_context", "propose_experience",
             "get_experience", "list_experiences", "propose_skill", "get_skill", "list_skills",
             "list_artifact_candidates", "get_artifact_candidate",

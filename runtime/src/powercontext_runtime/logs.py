@@ -33,6 +33,12 @@ ALLOWED_FIELDS = frozenset(
         "auth",
         "files",
         "code",
+        # A prepared pack, as the access log reports it (RFC 0028: status, bytes, mode).
+        "pack_status",
+        "pack_bytes",
+        "search_mode",
+        "empty_reason",
+        "search_fallback",
     }
 )
 _TRUSTED_MESSAGE_LOGGERS = ("powercontext", "uvicorn")

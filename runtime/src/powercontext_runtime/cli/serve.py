@@ -34,6 +34,7 @@ from uvicorn.supervisors.multiprocess import Multiprocess
 from ..composition import Runtime
 from ..http import create_app
 from ..logs import configure_logging
+from ..metrics import prepare_multiprocess_dir
 from ..services.periodic import Periodic
 from ..services.semantic import EmbeddingWorker
 from ..serving.limits import ConnectionLimits, ServingConfig
@@ -159,6 +160,8 @@ def _serve_in_process(runtime: Runtime, listeners: Listeners, limits: Connection
 
 def _serve_with_workers(settings: Settings, listeners: Listeners, limits: ConnectionLimits) -> None:
     _export_settings(settings)
+    # Every worker records into its own files there; /metrics on any worker sums them all.
+    prepare_multiprocess_dir(settings.home)
     config = ServingConfig(
         f"{__name__}:worker_app",
         factory=True,

@@ -11,6 +11,7 @@ from fastapi.routing import APIRoute
 from .. import __version__
 from ..composition import Runtime
 from ..mcp import McpEndpoint
+from ..metrics import Metrics
 from .bootstrap_routes import bootstrap_router
 from .errors import install_error_handlers
 from .hosts import HostPolicy
@@ -43,6 +44,7 @@ def create_app(runtime: Runtime) -> FastAPI:
         lifespan=mcp.lifespan,
     )
     app.state.runtime = runtime
+    app.state.metrics = metrics = Metrics(runtime.backend, __version__)
     app.openapi = lambda: _openapi_with_security(app)  # type: ignore[method-assign]
     install_error_handlers(app)
     app.include_router(router)
@@ -69,6 +71,7 @@ def create_app(runtime: Runtime) -> FastAPI:
         host_policy=hosts,
         verify_on_loop=runtime.backend == "sqlite",
         operations=operations,
+        metrics=metrics,
     )
     return app
 

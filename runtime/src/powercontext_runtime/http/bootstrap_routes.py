@@ -18,6 +18,7 @@ from ..contract.bootstrap import (
     RecordReceiptResponse,
     SetContextReferencesRequest,
 )
+from .middleware import report
 from .routes import error_responses, scoped_runtime
 
 __all__ = ["bootstrap_router"]
@@ -38,7 +39,10 @@ _WRITE = error_responses(401, 403, 404, 409, 413, 422, 503)
 def bootstrap_context(body: BootstrapContextRequest, request: Request) -> BootstrapContextResponse:
     """The curated SessionStart pack (off unless ``enabled``), with a delivery receipt."""
     runtime = scoped_runtime(request, body.scope_id)
-    return runtime.bootstrap.bootstrap(body, request.state.principal)
+    answer = runtime.bootstrap.bootstrap(body, request.state.principal)
+    # Counted like prepare's packs (status, bytes); ``skipped`` when bootstrap is off.
+    report(request.scope).update(pack_status=answer.status, pack_bytes=answer.content_bytes)
+    return answer
 
 
 @bootstrap_router.post(

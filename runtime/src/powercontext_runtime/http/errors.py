@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import PowerContextError, validation_error_items
+from .middleware import report
 
 __all__ = ["envelope_response", "install_error_handlers"]
 
@@ -30,12 +31,15 @@ _HTTP_CODES = {
 
 
 def envelope_response(
+    request: Request,
     status: int,
     code: str,
     message: str,
     details: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
+    """The envelope; its code also goes to the request's access-log line and metrics."""
+    report(request.scope)["code"] = code
     return JSONResponse(
         {"error": {"code": code, "message": message, "details": details}},
         status_code=status,
@@ -53,24 +57,30 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(PowerContextError)
-    async def _typed(_: Request, exc: PowerContextError) -> JSONResponse:
+    async def _typed(request: Request, exc: PowerContextError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return envelope_response(exc.status, exc.code, exc.message, exc.details, headers)
+        return envelope_response(request, exc.status, exc.code, exc.message, exc.details, headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return envelope_response(
-            422, "invalid_request", "the request is invalid", {"errors": _validation_errors(exc)}
+            request,
+            422,
+            "invalid_request",
+            "the request is invalid",
+            {"errors": _validation_errors(exc)},
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:
             # FastAPI answers 400 for bodies it cannot decode (e.g. invalid UTF-8).
-            return envelope_response(422, "invalid_request", "the body could not be decoded")
+            return envelope_response(
+                request, 422, "invalid_request", "the body could not be decoded"
+            )
         code = _HTTP_CODES.get(exc.status_code, "invalid_request")
         message = {404: "no such endpoint", 405: "method not allowed"}.get(
             exc.status_code, "the request was rejected"
         )
         # Starlette's own headers stay: a 405 must carry ``Allow`` (RFC 9110 § 15.5.6).
-        return envelope_response(exc.status_code, code, message, headers=exc.headers)
+        return envelope_response(request, exc.status_code, code, message, headers=exc.headers)

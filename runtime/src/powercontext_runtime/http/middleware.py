@@ -1,5 +1,10 @@
 """Pure-ASGI request hygiene: request ids, the Host/Origin check, body size limit,
-authentication, access log, and the generic 500 for an exception nothing else answered.
+authentication, access log and request metrics, and the generic 500 for an exception nothing
+else answered.
+
+Routes and error handlers leave what the access log and the metrics may say about a request in
+``scope["state"]`` under :data:`REPORT` (an error code, a pack's status, bytes, search mode and
+empty reason): closed vocabularies and numbers only, never content.
 
 Written as one raw ASGI middleware rather than Starlette's BaseHTTPMiddleware because it sits
 on every request of the prompt-time hot path, and because it must answer 401/413 *before* the
@@ -19,10 +24,11 @@ from typing import Any
 import anyio
 
 from ..errors import PowerContextError
+from ..metrics import Metrics
 from ..services.auth import Authenticator, Principal
 from .hosts import HostPolicy
 
-__all__ = ["RequestMiddleware"]
+__all__ = ["REPORT", "RequestMiddleware", "report"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -33,6 +39,17 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 _log = logging.getLogger("powercontext.http")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _PUBLIC_PATHS = frozenset({"/health", "/health/live", "/health/ready", "/openapi.json"})
+#: ``scope["state"]`` key of the request's report (see :func:`report`).
+REPORT = "powercontext_report"
+
+
+def report(scope: MutableMapping[str, Any]) -> dict[str, Any]:
+    """The request's report for the access log and the metrics: ``code`` (the error code of
+    an envelope), ``pack_status``, ``pack_bytes``, ``search_mode``, ``empty_reason``,
+    ``search_fallback``."""
+    state: dict[str, Any] = scope.setdefault("state", {})
+    found: dict[str, Any] = state.setdefault(REPORT, {})
+    return found
 
 
 class RequestMiddleware:
@@ -47,6 +64,7 @@ class RequestMiddleware:
         host_policy: HostPolicy,
         verify_on_loop: bool,
         operations: dict[str, str],
+        metrics: Metrics,
     ) -> None:
         """``verify_on_loop``: check tokens on the event loop (SQLite: a point read of a few
         microseconds, cheaper than the hop to a worker thread) instead of in the thread pool
@@ -61,6 +79,7 @@ class RequestMiddleware:
         self._hosts = host_policy
         self._verify_on_loop = verify_on_loop
         self._operations = operations
+        self._metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -95,17 +114,36 @@ class RequestMiddleware:
             # id (spec 03: every response carries one). Logged by type only: driver messages
             # can carry SQL and stored content.
             _log.error("internal_error", extra={"error_type": type(exc).__name__})
-            await _reply(send_with_id, 500, "internal_error", "internal error")
+            await _reply(send_with_id, 500, "internal_error", "internal error", scope=scope)
         finally:
             path = scope["path"]
+            seconds = time.perf_counter() - started
+            said = report(scope)
+            code = said.get("code", "")
+            operation = self._operations.get(path) or (
+                "mcp" if path == "/mcp" else "other" if path in self._known_paths else "unmatched"
+            )
+            self._metrics.request(operation, status_holder[0], code, seconds)
+            if "pack_status" in said:
+                self._metrics.pack(
+                    operation,
+                    said["pack_status"],
+                    said.get("search_mode", ""),
+                    said.get("empty_reason", ""),
+                    said.get("pack_bytes", 0),
+                )
+            if "search_fallback" in said:
+                self._metrics.fallback(operation, said["search_fallback"])
             _log.info(
                 "http_request",
                 extra={
                     "method": scope["method"],
                     "path": path if path in self._known_paths else "<unmatched>",
+                    "operation": operation,
                     "status": status_holder[0],
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                    "duration_ms": round(seconds * 1000, 3),
                     "request_id": request_id,
+                    **said,
                 },
             )
 
@@ -121,20 +159,34 @@ class RequestMiddleware:
         # First, on every route: a request that does not name this daemon is a browser being
         # used against it (http/hosts.py), and learns nothing, not even whether auth is on.
         if host_headers != 1 or not self._hosts.allows_host(headers.get("host")):
-            await _reply(send, 421, "host_not_allowed", "the Host header does not name this server")
+            await _reply(
+                send,
+                421,
+                "host_not_allowed",
+                "the Host header does not name this server",
+                scope=scope,
+            )
             return
         if not self._hosts.allows_origin(headers.get("origin")):
-            await _reply(send, 403, "origin_not_allowed", "cross-origin requests are not allowed")
+            await _reply(
+                send,
+                403,
+                "origin_not_allowed",
+                "cross-origin requests are not allowed",
+                scope=scope,
+            )
             return
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self._max_body):
-            await _reply(send, 413, "payload_too_large", "the request body is too large")
+            await _reply(
+                send, 413, "payload_too_large", "the request body is too large", scope=scope
+            )
             return
         if self._auth_enabled and path not in _PUBLIC_PATHS:
             try:
                 principal = await self._authenticate(headers.get("authorization", ""))
             except PowerContextError as exc:  # the token store is unavailable: a typed 503
-                await _reply(send, exc.status, exc.code, exc.message)
+                await _reply(send, exc.status, exc.code, exc.message, scope=scope)
                 return
             if principal is None:
                 await _reply(
@@ -143,6 +195,7 @@ class RequestMiddleware:
                     "unauthorized",
                     "a valid bearer token is required",
                     extra_headers=[(b"www-authenticate", b"Bearer")],
+                    scope=scope,
                 )
                 return
             operation = self._operations.get(path)
@@ -150,7 +203,9 @@ class RequestMiddleware:
                 try:
                     principal.authorize(operation, None)
                 except PowerContextError as exc:
-                    await _reply(send, exc.status, exc.code, exc.message, details=exc.details)
+                    await _reply(
+                        send, exc.status, exc.code, exc.message, details=exc.details, scope=scope
+                    )
                     return
         else:
             principal = Principal.unrestricted()
@@ -162,7 +217,9 @@ class RequestMiddleware:
             if body is _DISCONNECTED:  # the client left (or its body deadline passed)
                 return
             if body is None:
-                await _reply(send, 413, "payload_too_large", "the request body is too large")
+                await _reply(
+                    send, 413, "payload_too_large", "the request body is too large", scope=scope
+                )
                 return
             receive = _replay(body, receive)
         await self._app(scope, receive, send)
@@ -187,7 +244,10 @@ async def _reply(
     message: str,
     extra_headers: list[tuple[bytes, bytes]] | None = None,
     details: dict[str, Any] | None = None,
+    *,
+    scope: Scope,
 ) -> None:
+    report(scope)["code"] = code
     body = json.dumps({"error": {"code": code, "message": message, "details": details}}).encode()
     await send(
         {

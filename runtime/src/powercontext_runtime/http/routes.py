@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..composition import Runtime
@@ -34,6 +34,8 @@ from ..contract.memory import (
 )
 from ..contract.system import Capabilities, ErrorEnvelope, Liveness, Readiness
 from ..errors import UnavailableError
+from ..metrics import CONTENT_TYPE
+from .middleware import report
 
 __all__ = ["error_responses", "router", "scoped_runtime"]
 
@@ -134,6 +136,23 @@ def get_capabilities(request: Request) -> Capabilities:
     )
 
 
+@router.get(
+    "/metrics",
+    operation_id="get_metrics",
+    tags=["system"],
+    responses={
+        200: {"content": {CONTENT_TYPE.split(";")[0]: {}}, "description": "Prometheus text"},
+        **error_responses(401, 403),
+    },
+    response_class=Response,
+)
+def get_metrics(request: Request) -> Response:
+    """Prometheus metrics (text exposition format): requests, latency, error codes, packs by
+    status, search mode and empty reason, pack bytes, search fallbacks. Labels are closed
+    vocabularies; no scope, query, content or token is ever a label. Needs `read`."""
+    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE)
+
+
 @router.post(
     "/v1/context/prepare",
     operation_id="prepare_context",
@@ -150,28 +169,30 @@ async def prepare_context(body: PrepareContextRequest, request: Request) -> JSON
     # round trips and goes to the pool like every other operation.
     runtime = scoped_runtime(request, body.scope_id)
     principal = request.state.principal
-    if runtime.semantic is None:
-        if runtime.backend == "sqlite":
-            prepared = runtime.context.prepare(body, principal)
-        else:
-            prepared = await run_in_threadpool(runtime.context.prepare, body, principal)
-        # Returned as a response, FastAPI skips re-validating and re-serialising the pack
-        # against ``response_model`` (≈ 50 µs a prompt); the builder's output is the contract
-        # already (property-tested), and ``response_model`` still documents it in the OpenAPI.
-        return JSONResponse(prepared.to_wire())
-    # With the semantic channel the query is embedded first (a model call with a deadline):
-    # off the event loop when that is a network call. The pack's schema has no mode, so which
-    # search ran is reported in headers (docs/configuration.md § Semantic recall).
-    if runtime.backend == "sqlite" and not runtime.semantic.waits_on_network:
-        prepared, query = runtime.context.prepare_reporting(body, principal)
+    # With the semantic channel the query is embedded alongside (a model call with a
+    # deadline): off the event loop when that is a network call.
+    semantic = runtime.semantic
+    if runtime.backend == "sqlite" and (semantic is None or not semantic.waits_on_network):
+        outcome = runtime.context.prepare_reporting(body, principal)
     else:
-        prepared, query = await run_in_threadpool(
-            runtime.context.prepare_reporting, body, principal
-        )
-    headers = {"X-PowerContext-Search-Mode": query.mode}
-    if query.fallback:
-        headers["X-PowerContext-Search-Fallback"] = query.fallback
-    return JSONResponse(prepared.to_wire(), headers=headers)
+        outcome = await run_in_threadpool(runtime.context.prepare_reporting, body, principal)
+    pack = outcome.pack
+    said = report(request.scope)
+    said.update(pack_status=pack.status, pack_bytes=pack.content_bytes, search_mode=outcome.mode)
+    if outcome.empty_reason:
+        said["empty_reason"] = outcome.empty_reason
+    headers = None
+    if semantic is not None:
+        # The pack's schema has no mode, so which search ran is reported in headers
+        # (docs/configuration.md § Semantic recall).
+        headers = {"X-PowerContext-Search-Mode": outcome.mode}
+        if outcome.fallback:
+            said["search_fallback"] = outcome.fallback
+            headers["X-PowerContext-Search-Fallback"] = outcome.fallback
+    # Returned as a response, FastAPI skips re-validating and re-serialising the pack against
+    # ``response_model`` (≈ 50 µs a prompt); the builder's output is the contract already
+    # (property-tested), and ``response_model`` still documents it in the OpenAPI.
+    return JSONResponse(pack.to_wire(), headers=headers)
 
 
 @router.post(

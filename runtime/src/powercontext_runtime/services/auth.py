@@ -37,6 +37,8 @@ __all__ = [
 #: only need a valid token (capabilities, health is public) are listed with ``None``.
 OPERATION_CAPABILITIES: dict[str, Capability | None] = {
     "get_capabilities": None,
+    # Counts and latencies only (runtime/metrics.py), so a read-only token can scrape them.
+    "get_metrics": "read",
     # Reading, and the context packs the host integrations deliver.
     "prepare_context": "read",
     "bootstrap_context": "read",

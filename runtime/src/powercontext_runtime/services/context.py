@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from typing import Literal, NamedTuple
 
 from ..context.builder import ExperienceHit, MemoryHit, PreparedContext, PreparedContextBuilder
 from ..contract.context import PrepareContextRequest
@@ -18,7 +19,22 @@ from .bootstrap import BootstrapService
 from .memory import MemoryService, QueryVector
 from .review import ReviewService
 
-__all__ = ["ContextService"]
+__all__ = ["ContextService", "Prepared"]
+
+EmptyReason = Literal["", "no_memory", "no_match", "budget"]
+
+
+class Prepared(NamedTuple):
+    """A pack and what the server may say about it (never in the pack itself): the Memory
+    search that ran, the fallback's error code, and why an empty pack is empty — ``no_memory``
+    (the scope has no Memory and no Experience matched), ``no_match`` (nothing relevant) or
+    ``budget`` (candidates, none of which fitted ``max_bytes``). For metrics and logs."""
+
+    pack: PreparedContext
+    mode: str
+    fallback: str | None
+    empty_reason: EmptyReason
+
 
 MEMORY_CANDIDATES = 16
 EXPERIENCE_CANDIDATES = 8
@@ -41,23 +57,22 @@ class ContextService:
 
     def prepare(self, req: PrepareContextRequest, principal: Principal) -> PreparedContext:
         """``principal``: the caller, whose own bootstrap receipt alone may de-duplicate."""
-        return self.prepare_reporting(req, principal)[0]
+        return self.prepare_reporting(req, principal).pack
 
-    def prepare_reporting(
-        self, req: PrepareContextRequest, principal: Principal
-    ) -> tuple[PreparedContext, QueryVector]:
-        """:meth:`prepare`, and which Memory search ran (``auto``: hybrid when the semantic
+    def prepare_reporting(self, req: PrepareContextRequest, principal: Principal) -> Prepared:
+        """:meth:`prepare`, and what happened (``auto`` search: hybrid when the semantic
         channel is on and its query embedding answered in time, else fts)."""
         # ``remember:`` lines are memory writes, not part of the question (issue 17). The
         # query embedding starts before the snapshot and runs alongside the lexical search.
         question = without_directives(req.query)
         query = self._memory.resolve(question, "auto", "prepare_context")
         with self._snapshot():  # one read transaction for every lookup below
-            return self._prepare(req, principal, question, query), query
+            pack, reason = self._prepare(req, principal, question, query)
+        return Prepared(pack, query.mode, query.fallback, reason)
 
     def _prepare(
         self, req: PrepareContextRequest, principal: Principal, question: str, query: QueryVector
-    ) -> PreparedContext:
+    ) -> tuple[PreparedContext, EmptyReason]:
         delivered = (
             frozenset(
                 self._bootstrap.delivered_whole(req.scope_id, req.bootstrap_receipt_id, principal)
@@ -87,4 +102,9 @@ class ContextService:
             )
             for hit in result.hits
         ]
-        return self._builder.build(hits, experience, req.max_bytes)
+        pack = self._builder.build(hits, experience, req.max_bytes)
+        if pack.status == "ready":
+            return pack, ""
+        if hits or experience:
+            return pack, "budget"
+        return pack, "no_memory" if not result.head else "no_match"

@@ -1,0 +1,122 @@
+"""Prometheus metrics: what the daemon did, never what it was told.
+
+RFC 0028's privacy rule is enforced by the label set: every metric's labels are drawn from
+closed vocabularies (operation ids, HTTP status, error codes, pack status, search mode, the
+reason a pack came back empty). No label can hold a scope id, a query, content, a citation
+or a token, so no call site can leak one by mistake.
+
+One :class:`Metrics` per runtime, each with its own registry (tests open many runtimes in one
+process). With ``serve --workers N`` every worker records into prometheus_client's
+multiprocess files (``PROMETHEUS_MULTIPROC_DIR``, set by the supervisor before the workers
+start, under the private data dir) and ``/metrics`` sums them, so a scrape that lands on any
+worker sees the whole daemon.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from .files import private_dir
+
+__all__ = ["MULTIPROCESS_DIR_VARIABLE", "Metrics", "prepare_multiprocess_dir"]
+
+MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+# ``*_created`` series double the exposition and say only when a label set first appeared.
+disable_created_metrics()
+
+# Latency buckets from 0.5 ms (a warm prepare on SQLite) to 10 s (a storage fault's bounded
+# wait); pack sizes from the smallest budget to the largest (512..32768 bytes).
+_SECONDS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_BYTES = (512, 1024, 2048, 4096, 8192, 16384, 32768)
+
+
+class Metrics:
+    def __init__(self, backend: str, version: str) -> None:
+        self._multiprocess = bool(os.environ.get(MULTIPROCESS_DIR_VARIABLE))
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self._requests = Counter(
+            "powercontext_http_requests",
+            "HTTP requests answered, by operation, status and error code ('' on success).",
+            ("operation", "status", "code"),
+            registry=r,
+        )
+        self._latency = Histogram(
+            "powercontext_http_request_duration_seconds",
+            "Time from the request's arrival to its last response byte, by operation.",
+            ("operation",),
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self._packs = Counter(
+            "powercontext_context_packs",
+            "Context packs prepared, by operation, status, the search that ran and, for an "
+            "empty pack, why (no_memory: the scope has none; no_match: nothing relevant).",
+            ("operation", "status", "mode", "reason"),
+            registry=r,
+        )
+        self._pack_bytes = Histogram(
+            "powercontext_context_pack_bytes",
+            "content_bytes of ready packs, by operation.",
+            ("operation",),
+            buckets=_BYTES,
+            registry=r,
+        )
+        self._fallbacks = Counter(
+            "powercontext_search_fallbacks",
+            "Hybrid searches that ran lexically because the query embedding failed, by code.",
+            ("operation", "code"),
+            registry=r,
+        )
+        info = Gauge(
+            "powercontext_build_info",
+            "Always 1; the runtime's version and storage backend as labels.",
+            ("version", "backend"),
+            registry=r,
+            multiprocess_mode="max",
+        )
+        info.labels(version, backend).set(1)
+
+    def request(self, operation: str, status: int, code: str, seconds: float) -> None:
+        self._requests.labels(operation, str(status), code).inc()
+        self._latency.labels(operation).observe(seconds)
+
+    def pack(self, operation: str, status: str, mode: str, reason: str, size: int) -> None:
+        self._packs.labels(operation, status, mode, reason).inc()
+        if status == "ready":
+            self._pack_bytes.labels(operation).observe(size)
+
+    def fallback(self, operation: str, code: str) -> None:
+        self._fallbacks.labels(operation, code).inc()
+
+    def render(self) -> bytes:
+        """The exposition text: this registry, or every worker's files under ``--workers``."""
+        if not self._multiprocess:
+            return generate_latest(self.registry)
+        merged = CollectorRegistry()
+        MultiProcessCollector(merged)
+        return generate_latest(merged)
+
+
+def prepare_multiprocess_dir(data_dir: Path) -> Path:
+    """An empty private directory for the workers' metric files (a restart starts the counters
+    from zero, as Prometheus expects of a new process), exported for the workers."""
+    target = data_dir / "metrics"
+    shutil.rmtree(target, ignore_errors=True)
+    private_dir(target)
+    os.environ[MULTIPROCESS_DIR_VARIABLE] = str(target)
+    return target
