@@ -142,12 +142,15 @@ class Dataset:
     unrelated: list[Unrelated] = field(default_factory=list)
 
     def sizes(self) -> dict[str, int]:
-        long_count = sum(q.category == LONG_CATEGORY for q in self.queries)
+        """Query counts: ``short`` is spec 08's short categories; cross-language questions
+        (issue 17) are counted apart, so short + cross_language + long = queries."""
+        count = Counter(q.category for q in self.queries)
         return {
             "entries": len(self.entries),
             "queries": len(self.queries),
-            "short": len(self.queries) - long_count,
-            "long": long_count,
+            "short": sum(count[c] for c in SHORT_CATEGORIES),
+            "cross_language": count[CROSS_LANGUAGE],
+            "long": count[LONG_CATEGORY],
             "unrelated": len(self.unrelated),
             "scopes": dict(Counter(e.scope for e in self.entries)),
         }
@@ -575,7 +578,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- Command: `{report['command']}`",
         f"- Dataset: `{report['config']['data']}`: {sizes['entries']} entries in "
         f"{len(sizes['scopes'])} scopes, "
-        f"{sizes['queries']} queries ({sizes['short']} short, {sizes['long']} long prompts of "
+        f"{sizes['queries']} queries ({sizes['short']} short, {sizes['cross_language']} "
+        f"cross-language, {sizes['long']} long prompts of "
         f"{LONG_CHARS[0]}–{LONG_CHARS[1]:,} characters), {sizes['unrelated']} unrelated queries; "
         f"`max_bytes` {report['config']['max_bytes']}",
         "",
@@ -671,7 +675,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose:
         log(render_misses(report, data))
     if args.write_results:
-        replace_section(SECTION, render_markdown(report))
+        # The semantic channel's run keeps a section of its own beside the lexical one.
+        section = SECTION if args.embeddings == "off" else f"{SECTION}-{args.embeddings}"
+        replace_section(section, render_markdown(report))
         log("  bench/RESULTS.md updated")
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))

@@ -41,6 +41,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "runtime" / "src"))
 
+from _common import replace_section  # noqa: E402
+
 from powercontext_runtime.composition import Runtime  # noqa: E402
 from powercontext_runtime.contract.context import PrepareContextRequest  # noqa: E402
 from powercontext_runtime.contract.memory import (  # noqa: E402
@@ -186,6 +188,9 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--write-results", action="store_true", help="rewrite this section of bench/RESULTS.md"
+    )
     args = parser.parse_args()
 
     lists = args.lists or Path(tempfile.gettempdir()) / "powercontext-ddtp" / "lists"
@@ -309,11 +314,11 @@ def main() -> int:
             times, modes = [], []
             for prompt in prompts:
                 started = time.perf_counter()
-                _pack, query = runtime.context.prepare_reporting(
+                outcome = runtime.context.prepare_reporting(
                     PrepareContextRequest(scope_id=SCOPE, query=prompt), principal
                 )
                 times.append((time.perf_counter() - started) * 1000)
-                modes.append(query.mode)
+                modes.append(outcome.mode)
             latency[f"{name}_{kind}"] = {
                 **percentiles(times),
                 "ran_hybrid": round(modes.count("hybrid") / len(modes), 3),
@@ -335,7 +340,57 @@ def main() -> int:
     on.close()
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    if args.write_results:
+        replace_section("semantic-recall", render_markdown(report))
     return 0
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """The RESULTS.md section: recall with and without the channel, the floor sweep, latency."""
+    recall = report["recall"]
+    lines = [
+        "### Semantic recall on a public bilingual set (Debian DDTP, `bench/semantic_recall.py`)",
+        "",
+        f"{report['entries']} entries ({report['loaded_labelled']} labelled package descriptions"
+        f" plus distractors), {report['held_out']} labelled packages held out; query = the"
+        " package's synopsis in English or Chinese, relevant = its English description."
+        f" `search_memory` limit 10, in process, load {report['load_average'][0]:.1f}.",
+        "",
+        "| queries | fts hit@1 / hit@10 / MRR@10 | hybrid hit@1 / hit@10 / MRR@10 |",
+        "| --- | --- | --- |",
+    ]
+    for lang, label in (("en", "en → en"), ("zh", "zh → en")):
+        row = recall[lang]
+        cells = [
+            " / ".join(f"{row[mode][k]:.3f}" for k in ("hit@1", "hit@10", "mrr@10"))
+            for mode in ("fts", "hybrid")
+        ]
+        lines.append(f"| {label} ({row['fts']['n']}) | {cells[0]} | {cells[1]} |")
+    lines += [
+        "",
+        "Search floor sweep (the same candidates re-fused; held-out = share of queries whose"
+        " package was not loaded that still got a hit):",
+        "",
+        "| floor | en hit@10 | zh hit@10 | zh MRR@10 | held-out non-empty zh / en |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for floor, row in report["floor_sweep"].items():
+        en, zh = row["en"], row["zh"]
+        held = f"{zh['held_out_nonempty']:.3f} / {en['held_out_nonempty']:.3f}"
+        lines.append(
+            f"| {floor} | {en['hit@10']:.3f} | {zh['hit@10']:.3f} | {zh['mrr@10']:.3f} | {held} |"
+        )
+    lines += ["", "| prepare_context | p50 ms | p99 ms |", "| --- | --- | --- |"]
+    for name, row in report["prepare_ms"].items():
+        lines.append(f"| {name.replace('_', ', ')} | {row['p50']} | {row['p99']} |")
+    embed = report["embed"]
+    lines += [
+        "",
+        f"Backfill {embed['per_second']} entries/s; remember p50 {report['remember_ms']['p50']} ms;"
+        f" RSS at the end {report['rss_end'].get('VmRSS', 0):.0f} MiB"
+        f" (peak {report['rss_end'].get('VmHWM', 0):.0f} MiB).",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

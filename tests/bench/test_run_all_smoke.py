@@ -235,7 +235,7 @@ def test_recall_quality_reports_the_three_fractions_over_a_full_size_dev_set(
     assert sizes["queries"] >= 60
     assert sizes["long"] >= 10
     assert sizes["unrelated"] >= 20
-    assert sizes["short"] + sizes["long"] == sizes["queries"]
+    assert sizes["short"] + sizes["cross_language"] + sizes["long"] == sizes["queries"]
 
     # The fractions are the counts they claim to be.
     counts = report["counts"]
