@@ -6,7 +6,7 @@ STAMP := $(VENV)/.powercontext-installed
 MEMBERS := runtime shared_hook_kit codex_plugin claude_code_plugin
 PYPROJECTS := pyproject.toml $(addsuffix /pyproject.toml,$(MEMBERS))
 
-.PHONY: install browser run test lint format openapi docs seekdb bench clean
+.PHONY: install browser run test lint format openapi docs ui-screenshots seekdb bench clean
 
 install: $(STAMP)
 
@@ -50,6 +50,10 @@ openapi: install
 # Rewrite every sample output marked `<!-- sample: NAME -->` in README.md and docs/ from a real run.
 docs: install
 	$(BIN)/python tools/doc_samples.py --write
+
+# Retake the web console's screenshots in docs/images/ (docs/ui.md) from the browser test.
+ui-screenshots: install browser
+	POWERCONTEXT_UI_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q tests/e2e/test_console_browser.py
 
 seekdb: install
 	$(BIN)/python tools/seekdb.py

@@ -107,12 +107,14 @@ class Browser:
         path.parent.mkdir(parents=True, exist_ok=True)
         assert self.driver.save_screenshot(str(path)), path
 
-    def console_errors(self) -> list[str]:
-        """The page's console messages of level SEVERE (CSP violations, script errors)."""
+    def console_errors(self, *, http_errors: bool = False) -> list[str]:
+        """The page's console messages of level SEVERE (CSP violations, script errors); the
+        browser's note of each 4xx answer (an expected 401 or 409) only with ``http_errors``."""
         return [
             entry["message"]
             for entry in self.driver.get_log("browser")
             if entry.get("level") == "SEVERE"
+            and (http_errors or "the server responded with a status of 4" not in entry["message"])
         ]
 
 

@@ -331,7 +331,10 @@
   }
 
   function candidateView(detail, candidate, notice) {
-    const panel = h("article", { class: "panel", "aria-labelledby": "candidate-title", "data-version": candidate.version });
+    const panel = h("article", {
+      class: "panel", "aria-labelledby": "candidate-title",
+      "data-candidate": candidate.candidate_id, "data-version": candidate.version,
+    });
     panel.append(h("h2", { id: "candidate-title", tabindex: "-1" },
       t("cand.title", { family: t("family." + candidate.family) }), " ",
       h("span", { class: "badge " + candidate.status, id: "candidate-status" }, t("status." + candidate.status)), " ",
@@ -402,7 +405,8 @@
     for (const name of names) {
       const before = fieldText(base[name]);
       const after = fieldText(proposal[name]);
-      const head = h("div", { class: "fieldname" }, name, " ");
+      const label = DICT.en["field." + name] ? t("field." + name) : name;
+      const head = h("div", { class: "fieldname", "data-field": name }, label, " ");
       out.push(head);
       if (before === after) {
         head.append(h("span", { class: "unchanged" }, "(" + t("diff.unchanged") + ")"));
