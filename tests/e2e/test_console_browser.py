@@ -8,6 +8,7 @@ logout. Every wait is on the page's DOM. The screenshots in docs/ui.md come from
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from tests.e2e.helpers import (
     CANDIDATES_REVISE,
     PREPARE,
     PROPOSE_EXPERIENCE,
+    REVISE,
     SOURCES,
     create_token,
     remember,
@@ -186,6 +188,41 @@ def test_review_a_candidate_watch_a_conflict_and_inspect_a_pack(
         browser.click("#logout")
         browser.element("#login-token")
         assert browser.console_errors() == []  # no CSP violation, no script error
+
+
+def test_browse_search_and_revise_memory_with_a_conflict_shown(
+    daemon: Daemon, browser: Browser, shots: Path
+) -> None:
+    scope_text = "Memory browser: the staging database is reset every night"
+    with daemon.client() as http:
+        written = remember(http, SCOPE, scope_text, kind="fact", tags=["staging"])
+        log_in(browser, daemon.token)
+        use_scope(browser)
+        browser.click("#nav-memory")
+        browser.element("#entry-list")
+        browser.type("#memory-query", "staging database reset")
+        browser.click("#memory-run")
+        browser.click(f'button.entry[data-entry="{written["entry"]["citation"]["entry_id"]}"]')
+        assert browser.element("#entry-text").get_attribute("textContent") == scope_text
+        assert (
+            written["entry"]["citation"]["entry_version_id"]
+            in browser.element("#entry-citation").text
+        )
+        browser.type("#revise-text", scope_text + " at 02:00 UTC")
+        browser.click("#revise")
+        assert "version 2" in browser.element("#entry-done").text
+        browser.screenshot(shots / "console-memory.png")
+        # Someone else revises it while version 2 is on screen: the save is refused.
+        current = browser.element("#entry-citation").text
+        stale = http.post(REVISE, json={"scope_id": SCOPE, "citation": json.loads(current),
+                                        "text": scope_text + " (by a teammate)"})  # fmt: skip
+        assert stale.status_code == 200, stale.text
+        browser.type("#revise-text", scope_text + " at 03:00 UTC")
+        browser.click("#revise")
+        conflict = browser.element("#conflict")
+        assert conflict.get_attribute("data-code") == "revision_conflict"
+        assert browser.focused() == conflict
+        assert browser.console_errors() == []
 
 
 def test_a_token_without_review_sees_why_it_cannot_decide(daemon: Daemon, browser: Browser) -> None:

@@ -16,6 +16,7 @@
     flash: null,
     inbox: { status: "pending", family: "", selected: null },
     pack: { prompt: "", maxBytes: 8000, result: null },
+    memory: { query: "", inactive: false },
   };
   const root = document.getElementById("app");
 
@@ -114,7 +115,8 @@
   function route() {
     const hash = location.hash.replace(/^#\/?/, "");
     const [view, ...rest] = hash.split("/");
-    return { view: view === "pack" ? "pack" : "inbox", arg: rest.join("/") ? decodeURIComponent(rest.join("/")) : null };
+    const known = ["inbox", "memory", "pack"];
+    return { view: known.includes(view) ? view : "inbox", arg: rest.join("/") ? decodeURIComponent(rest.join("/")) : null };
   }
 
   async function start() {
@@ -150,6 +152,7 @@
       state.flash = null;
     }
     if (current.view === "pack") main.append(packView());
+    else if (current.view === "memory") main.append(memoryView());
     else main.append(inboxView(current.arg));
     if (focusMain) {
       const heading = main.querySelector("h1");
@@ -198,7 +201,7 @@
       : t("who", { name: session.token_name, caps: session.capabilities.join(", ") });
     return h("header", { class: "top" },
       h("p", { class: "brand" }, t("brand")),
-      h("nav", { "aria-label": t("nav.label") }, h("ul", {}, link("inbox", t("nav.inbox")), link("pack", t("nav.pack")))),
+      h("nav", { "aria-label": t("nav.label") }, h("ul", {}, link("inbox", t("nav.inbox")), link("memory", t("nav.memory")), link("pack", t("nav.pack")))),
       scopeForm,
       h("span", { class: "spacer" }),
       h("span", { class: "who", id: "who" }, who),
@@ -546,6 +549,145 @@
     const box = h("div", { class: "alert conflict", role: "alert", id: "conflict", tabindex: "-1", "data-code": error.code },
       h("strong", {}, t("conflict.title")), h("p", {}, text), reload());
     return box;
+  }
+
+  // -- Memory browser -----------------------------------------------------------------------
+
+  function memoryView() {
+    const section = h("section", { "aria-labelledby": "memory-title" }, h("h1", { id: "memory-title", tabindex: "-1" }, t("memory.title")));
+    if (needScope(section)) return section;
+    const query = h("input", { id: "memory-query", type: "search", maxlength: "8192", value: state.memory.query });
+    const inactive = h("input", { id: "memory-inactive", type: "checkbox", checked: state.memory.inactive });
+    const results = h("div", { id: "memory-results", "aria-live": "polite" });
+    const detail = h("div", { id: "entry-detail" });
+    const run = () => {
+      state.memory.query = query.value.trim();
+      state.memory.inactive = inactive.checked;
+      detail.replaceChildren();
+      if (state.memory.query) searchMemory(results, detail);
+      else listMemory(results, detail);
+    };
+    inactive.addEventListener("change", run);
+    section.append(h("form", { class: "row", onsubmit: (e) => { e.preventDefault(); run(); } },
+      h("div", { class: "field grow" }, h("label", { for: "memory-query" }, t("memory.search")), query),
+      h("div", { class: "field" }, h("button", { type: "submit", class: "primary", id: "memory-run" }, t("memory.run"))),
+      h("div", { class: "field check" }, h("label", { for: "memory-inactive" }, inactive, " ", t("memory.inactive")))));
+    section.append(h("div", { class: "inbox" }, results, detail));
+    run();
+    return section;
+  }
+
+  async function listMemory(results, detail, cursor, table) {
+    const body = { scope_id: state.scope, include_inactive: state.memory.inactive, limit: 50 };
+    if (cursor) body.cursor = cursor;
+    let page;
+    try { page = await api("/v1/memory/entries/list", body); } catch (error) {
+      results.replaceChildren(alertBox("error", describeError(error)));
+      return;
+    }
+    if (!table) {
+      if (!page.entries.length) { results.replaceChildren(h("p", { class: "muted", id: "memory-empty" }, t("memory.empty"))); return; }
+      table = h("ul", { class: "candidates", id: "entry-list" });
+      results.replaceChildren(page.memory ? h("p", { class: "muted" }, t("memory.revision", { revision: page.memory.revision })) : "", table);
+    }
+    for (const entry of page.entries) table.append(entryItem(detail, entry.citation, entry.text, entry.kind + " · " + t("memory.state." + entry.state) + (entry.tags.length ? " · #" + entry.tags.join(" #") : "")));
+    const old = results.querySelector("button.more");
+    if (old) old.remove();
+    if (page.next_cursor) results.append(h("button", { type: "button", class: "more", onclick: () => listMemory(results, detail, page.next_cursor, table) }, t("inbox.more")));
+  }
+
+  async function searchMemory(results, detail) {
+    let found;
+    try { found = await api("/v1/memory/search", { scope_id: state.scope, query: state.memory.query, limit: 50 }); } catch (error) {
+      results.replaceChildren(alertBox("error", describeError(error)));
+      return;
+    }
+    if (!found.hits.length) { results.replaceChildren(h("p", { class: "muted", id: "memory-empty" }, t("memory.nohits"))); return; }
+    const list = h("ul", { class: "candidates", id: "entry-list" });
+    for (const hit of found.hits) list.append(entryItem(detail, hit.citation, hit.text, t("memory.hit", { score: hit.score.toFixed(2), by: hit.matched_by })));
+    results.replaceChildren(list);
+  }
+
+  function entryItem(detail, citation, text, meta) {
+    return h("li", {}, h("button", {
+      type: "button", class: "entry", "data-entry": citation.entry_id,
+      onclick: (e) => {
+        for (const other of document.querySelectorAll("button.entry[aria-current]")) other.removeAttribute("aria-current");
+        e.currentTarget.setAttribute("aria-current", "true");
+        loadEntry(detail, citation);
+      },
+    }, h("span", { class: "title" }, String(text).slice(0, 160)), h("span", { class: "meta" }, meta)));
+  }
+
+  async function loadEntry(detail, citation, notice) {
+    detail.replaceChildren(h("p", { class: "muted" }, t("loading")));
+    let entry;
+    try { entry = await api("/v1/memory/entries/get", { scope_id: state.scope, citation }); } catch (error) {
+      detail.replaceChildren(alertBox("error", describeError(error)));
+      return;
+    }
+    detail.replaceChildren(entryView(detail, entry, notice));
+    const heading = document.getElementById("entry-title");
+    if (heading && notice) heading.focus();
+  }
+
+  function entryView(detail, entry, notice) {
+    const panel = h("article", { class: "panel", "aria-labelledby": "entry-title", "data-entry": entry.citation.entry_id, "data-version": entry.version });
+    panel.append(h("h2", { id: "entry-title", tabindex: "-1" }, t("memory.entry"), " ",
+      h("span", { class: "badge " + (entry.state === "active" ? "approved" : "rejected") }, t("memory.state." + entry.state)), " ",
+      h("span", { class: "muted" }, t("cand.version", { version: entry.version }))));
+    if (notice) panel.append(notice);
+    const meta = h("dl", { class: "meta" });
+    const row = (label, value) => meta.append(h("dt", {}, label), h("dd", {}, value));
+    row(t("memory.citation"), h("code", { id: "entry-citation" }, JSON.stringify(entry.citation)));
+    row(t("memory.kind"), entry.kind);
+    row(t("memory.tags"), entry.tags.length ? entry.tags.join(", ") : "—");
+    if (entry.reason) row(t("memory.reason"), entry.reason);
+    for (const ref of entry.source_refs) row(t("evidence.title"), t("evidence.source", { name: ref.name, id: ref.source_id }));
+    for (const ref of entry.artifact_refs) row(t("evidence.title"), refText(ref));
+    panel.append(meta, h("pre", { class: "exact", id: "entry-text" }, entry.text));
+    if (entry.state === "active") panel.append(entryActions(detail, entry));
+    return panel;
+  }
+
+  function entryActions(detail, entry) {
+    const allowed = can("write");
+    const result = h("div", { id: "entry-result", "aria-live": "assertive" });
+    const text = h("textarea", { id: "revise-text", rows: "4", maxlength: "8192", disabled: !allowed });
+    text.value = entry.text;
+    const reason = h("input", { id: "entry-reason", maxlength: "512", disabled: !allowed });
+    const revise = h("button", { type: "button", class: "primary", id: "revise", disabled: !allowed }, t("memory.revise"));
+    const retire = h("button", { type: "button", class: "danger", id: "retire", disabled: !allowed }, t("memory.retire"));
+    const write = async (path, body, done) => {
+      revise.disabled = retire.disabled = true;
+      result.replaceChildren();
+      try {
+        const written = await api(path, { scope_id: state.scope, citation: entry.citation, ...body, ...(reason.value.trim() ? { reason: reason.value.trim() } : {}) });
+        const notice = alertBox("ok", done(written.entry));
+        notice.id = "entry-done";
+        await loadEntry(detail, written.entry.citation, notice);
+      } catch (error) {
+        revise.disabled = retire.disabled = !allowed;
+        let box;
+        if (error.code === "revision_conflict" || error.code === "memory_entry_inactive") {
+          box = h("div", { class: "alert conflict", role: "alert", id: "conflict", tabindex: "-1", "data-code": error.code },
+            h("strong", {}, t("conflict.title")), h("p", {}, t("memory.conflict." + error.code)));
+        } else {
+          box = alertBox("error", error.code === "capability_forbidden" ? t("memory.cannot") : describeError(error));
+          box.tabIndex = -1;
+        }
+        result.replaceChildren(box);
+        box.focus();
+      }
+    };
+    revise.addEventListener("click", () => write("/v1/memory/entries/revise", { text: text.value }, (e) => t("memory.revised", { version: e.version })));
+    retire.addEventListener("click", () => write("/v1/memory/entries/retire", {}, () => t("memory.retired")));
+    return h("section", { class: "actions", "aria-label": t("memory.revise") },
+      allowed ? null : alertBox("warn", t("memory.cannot")),
+      h("div", { class: "field grow" }, h("label", { for: "revise-text" }, t("memory.text")), text),
+      h("div", { class: "field grow" }, h("label", { for: "entry-reason" }, t("memory.reason.input")), reason),
+      h("div", { class: "row" }, revise, retire),
+      h("div", { class: "result" }, result));
   }
 
   // -- Pack inspector -----------------------------------------------------------------------
