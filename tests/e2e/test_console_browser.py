@@ -202,7 +202,8 @@ def test_browse_search_and_revise_memory_with_a_conflict_shown(
         browser.element("#entry-list")
         browser.type("#memory-query", "staging database reset")
         browser.click("#memory-run")
-        browser.click(f'button.entry[data-entry="{written["entry"]["citation"]["entry_id"]}"]')
+        entry_id = written["entry"]["citation"]["entry_id"]
+        browser.click(f'#memory-results[data-shown="search"] button.entry[data-entry="{entry_id}"]')
         assert browser.element("#entry-text").get_attribute("textContent") == scope_text
         assert (
             written["entry"]["citation"]["entry_version_id"]

@@ -89,10 +89,22 @@ class Browser:
         return self.wait(found, timeout)
 
     def click(self, css: str) -> None:
+        """Click the element matching ``css`` once it is visible and enabled; if the page
+        replaces it meanwhile (a list re-rendered), the new one is clicked."""
+        from selenium.common.exceptions import StaleElementReferenceException
         from selenium.webdriver.common.by import By
-        from selenium.webdriver.support import expected_conditions as ec
 
-        self.wait(ec.element_to_be_clickable((By.CSS_SELECTOR, css))).click()
+        def clicked(driver: Any) -> bool:
+            for element in driver.find_elements(By.CSS_SELECTOR, css):
+                try:
+                    if element.is_displayed() and element.is_enabled():
+                        element.click()
+                        return True
+                except StaleElementReferenceException:
+                    return False
+            return False
+
+        self.wait(clicked)
 
     def type(self, css: str, text: str, *, clear: bool = True) -> None:
         element = self.element(css)

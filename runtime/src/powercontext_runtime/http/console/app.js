@@ -563,6 +563,7 @@
     const run = () => {
       state.memory.query = query.value.trim();
       state.memory.inactive = inactive.checked;
+      results.removeAttribute("data-shown");
       detail.replaceChildren();
       if (state.memory.query) searchMemory(results, detail);
       else listMemory(results, detail);
@@ -589,6 +590,7 @@
       if (!page.entries.length) { results.replaceChildren(h("p", { class: "muted", id: "memory-empty" }, t("memory.empty"))); return; }
       table = h("ul", { class: "candidates", id: "entry-list" });
       results.replaceChildren(page.memory ? h("p", { class: "muted" }, t("memory.revision", { revision: page.memory.revision })) : "", table);
+      results.dataset.shown = "list";
     }
     for (const entry of page.entries) table.append(entryItem(detail, entry.citation, entry.text, entry.kind + " · " + t("memory.state." + entry.state) + (entry.tags.length ? " · #" + entry.tags.join(" #") : "")));
     const old = results.querySelector("button.more");
@@ -606,6 +608,7 @@
     const list = h("ul", { class: "candidates", id: "entry-list" });
     for (const hit of found.hits) list.append(entryItem(detail, hit.citation, hit.text, t("memory.hit", { score: hit.score.toFixed(2), by: hit.matched_by })));
     results.replaceChildren(list);
+    results.dataset.shown = "search";
   }
 
   function entryItem(detail, citation, text, meta) {
