@@ -433,3 +433,16 @@ def test_with_auth_off_the_console_needs_no_login(tmp_path: Path) -> None:
         assert not (tmp_path / "home" / "auth" / "console-key").exists()
     finally:
         runtime.close()
+
+
+def test_an_unreadable_key_file_falls_back_to_a_key_of_the_process(
+    rt: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    key_file = rt.settings.token_file.parent / "console-key"
+    key_file.write_text("not hex\n")
+    with caplog.at_level("WARNING", logger="powercontext.console"):
+        app = create_app(rt)
+    assert [r.getMessage() for r in caplog.records] == ["console_key_unavailable"]
+    with TestClient(app, base_url="http://localhost") as client:
+        csrf = login(client, operator_token(rt))["csrf"]
+        assert client.post(LIST, json={"scope_id": SCOPE}, headers={CSRF: csrf}).status_code == 200

@@ -12,7 +12,7 @@ from .. import __version__
 from ..composition import Runtime
 from ..mcp import McpEndpoint
 from .bootstrap_routes import bootstrap_router
-from .console_auth import ConsoleSessions, load_or_create_key
+from .console_auth import ConsoleSessions, console_key
 from .console_routes import CONSOLE_PATHS, console_router
 from .errors import install_error_handlers
 from .hosts import HostPolicy
@@ -47,7 +47,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.state.runtime = runtime
     # The web console's cookie sessions (http/console_auth.py); none while auth is off.
     console = (
-        ConsoleSessions(runtime.tokens, load_or_create_key(settings.token_file.parent))
+        ConsoleSessions(runtime.tokens, console_key(settings.token_file.parent))
         if settings.auth == "token"
         else None
     )

@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 import os
 import re
 import time
@@ -46,6 +47,7 @@ __all__ = [
     "SESSION_LIFETIME",
     "ConsoleSession",
     "ConsoleSessions",
+    "console_key",
     "cookie_value",
     "load_or_create_key",
 ]
@@ -61,6 +63,7 @@ SAFE_METHODS = frozenset({"GET", "HEAD"})
 _VALUE = re.compile(
     r"^v1\.([A-Za-z0-9-]{1,64})\.([0-9]{1,12})\.([A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})$"
 )
+_log = logging.getLogger("powercontext.console")
 _SESSION_DOMAIN = b"powercontext-console-session-v1"
 _CSRF_DOMAIN = b"powercontext-console-csrf-v1"
 
@@ -197,3 +200,14 @@ def load_or_create_key(auth_dir: Path) -> bytes:
     if len(key) < 32:
         raise ValueError(f"{path} holds no console key: delete it and restart")
     return key
+
+
+def console_key(auth_dir: Path) -> bytes:
+    """The data dir's key, or — when it cannot be read or made (a read-only data dir) — a key
+    of this process alone, logged: the daemon still serves, and console sessions then last as
+    long as the process (and, with several workers, hold only in the one that issued them)."""
+    try:
+        return load_or_create_key(auth_dir)
+    except (OSError, ValueError) as exc:
+        _log.warning("console_key_unavailable", extra={"error_type": type(exc).__name__})
+        return os.urandom(32)
