@@ -13,6 +13,8 @@ from ..composition import Runtime
 from ..mcp import McpEndpoint
 from ..metrics import Metrics
 from .bootstrap_routes import bootstrap_router
+from .console_auth import ConsoleSessions, console_key
+from .console_routes import CONSOLE_PATHS, console_router
 from .errors import install_error_handlers
 from .hosts import HostPolicy
 from .middleware import RequestMiddleware
@@ -45,18 +47,28 @@ def create_app(runtime: Runtime) -> FastAPI:
     )
     app.state.runtime = runtime
     app.state.metrics = metrics = Metrics(runtime.backend, __version__)
+    # The web console's cookie sessions (http/console_auth.py); none while auth is off.
+    console = (
+        ConsoleSessions(runtime.tokens, console_key(settings.token_file.parent))
+        if settings.auth == "token"
+        else None
+    )
+    app.state.console_sessions = console
     app.openapi = lambda: _openapi_with_security(app)  # type: ignore[method-assign]
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(review_router)
     app.include_router(bootstrap_router)
+    app.include_router(console_router)
     # MCP at exactly /mcp as a raw ASGI route (a Mount would redirect /mcp to /mcp/), kept out
     # of the OpenAPI document; RequestMiddleware below authenticates it like every route.
     app.add_route("/mcp", mcp, include_in_schema=False)
     # FastAPI includes routers lazily, so ``app.routes`` alone does not list the router's
     # paths; without them every request would be logged as "<unmatched>".
     routes = (*app.routes, *router.routes, *review_router.routes, *bootstrap_router.routes)
-    known = frozenset(path for route in routes if (path := getattr(route, "path", None)))
+    known = frozenset(
+        {*(path for route in routes if (path := getattr(route, "path", None))), *CONSOLE_PATHS}
+    )
     operations = {
         route.path: route.operation_id
         for route in routes
@@ -72,6 +84,7 @@ def create_app(runtime: Runtime) -> FastAPI:
         verify_on_loop=runtime.backend == "sqlite",
         operations=operations,
         metrics=metrics,
+        console=console,
     )
     return app
 

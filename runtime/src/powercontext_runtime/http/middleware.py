@@ -23,9 +23,10 @@ from typing import Any
 
 import anyio
 
-from ..errors import PowerContextError
+from ..errors import ForbiddenError, PowerContextError, UnauthorizedError
 from ..metrics import Metrics
 from ..services.auth import Authenticator, Principal
+from .console_auth import CSRF_HEADER, SAFE_METHODS, ConsoleSessions, cookie_value
 from .hosts import HostPolicy
 
 __all__ = ["REPORT", "RequestMiddleware", "report"]
@@ -65,12 +66,15 @@ class RequestMiddleware:
         verify_on_loop: bool,
         operations: dict[str, str],
         metrics: Metrics,
+        console: ConsoleSessions | None = None,
     ) -> None:
         """``verify_on_loop``: check tokens on the event loop (SQLite: a point read of a few
         microseconds, cheaper than the hop to a worker thread) instead of in the thread pool
         (OceanBase: a network round trip). ``operations``: the operation id of each route's
         path, so a caller without the capability an operation needs is refused before its
-        body is read, like a caller without a token."""
+        body is read, like a caller without a token. ``console``: the web console's cookie
+        sessions (http/console_auth.py), honoured on ``/v1/…`` and ``/ui/…`` for a request
+        without ``Authorization``."""
         self._app = app
         self._authenticator = authenticator
         self._auth_enabled = auth_enabled
@@ -80,6 +84,7 @@ class RequestMiddleware:
         self._verify_on_loop = verify_on_loop
         self._operations = operations
         self._metrics = metrics
+        self._console = console
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -120,9 +125,7 @@ class RequestMiddleware:
             seconds = time.perf_counter() - started
             said = report(scope)
             code = said.get("code", "")
-            operation = self._operations.get(path) or (
-                "mcp" if path == "/mcp" else "other" if path in self._known_paths else "unmatched"
-            )
+            operation = self._operations.get(path) or _unnamed(path, self._known_paths)
             self._metrics.request(operation, status_holder[0], code, seconds)
             if "pack_status" in said:
                 self._metrics.pack(
@@ -183,12 +186,23 @@ class RequestMiddleware:
             )
             return
         if self._auth_enabled and path not in _PUBLIC_PATHS:
+            console_page = path == "/ui" or path.startswith("/ui/")
             try:
-                principal = await self._authenticate(headers.get("authorization", ""))
-            except PowerContextError as exc:  # the token store is unavailable: a typed 503
-                await _reply(send, exc.status, exc.code, exc.message, scope=scope)
+                if (
+                    self._console is not None
+                    and "authorization" not in headers
+                    and (console_page or path.startswith("/v1/"))
+                ):
+                    principal = await self._console_principal(scope, headers, path)
+                else:
+                    principal = await self._authenticate(headers.get("authorization", ""))
+            except PowerContextError as exc:  # the token store is unavailable (a typed 503),
+                # or a console session refused (401 / 403 csrf_failed)
+                await _reply(
+                    send, exc.status, exc.code, exc.message, details=exc.details, scope=scope
+                )
                 return
-            if principal is None:
+            if principal is None and not console_page:
                 await _reply(
                     send,
                     401,
@@ -199,7 +213,7 @@ class RequestMiddleware:
                 )
                 return
             operation = self._operations.get(path)
-            if operation is not None:
+            if operation is not None and principal is not None:
                 try:
                     principal.authorize(operation, None)
                 except PowerContextError as exc:
@@ -224,6 +238,39 @@ class RequestMiddleware:
             receive = _replay(body, receive)
         await self._app(scope, receive, send)
 
+    async def _console_principal(
+        self, scope: Scope, headers: dict[str, str], path: str
+    ) -> Principal | None:
+        """The principal of the console session a request without ``Authorization`` carries
+        (http/console_auth.py), looked up like a bearer token (never cached); the session goes
+        to ``scope["state"]`` for the console's routes. None without a cookie (and on the
+        console's own pages with an invalid one: they show the login). A request that is not
+        a GET or HEAD must echo the session's CSRF secret."""
+        assert self._console is not None
+        cookie = None if path == "/ui/login" else cookie_value(headers.get("cookie"))
+        if cookie is None:
+            return None
+        if self._verify_on_loop:
+            session = self._console.resume(cookie)
+        else:
+            session = await anyio.to_thread.run_sync(self._console.resume, cookie)
+        if session is None:
+            if path.startswith("/v1/"):
+                raise UnauthorizedError(
+                    "the console session is invalid or has expired: log in again"
+                )
+            return None
+        if scope["method"] not in SAFE_METHODS and not self._console.csrf_ok(
+            session, headers.get(CSRF_HEADER)
+        ):
+            raise ForbiddenError(
+                "a console request that changes something must carry the session's "
+                "X-PowerContext-CSRF header",
+                code="csrf_failed",
+            )
+        scope.setdefault("state", {})["console_session"] = session
+        return session.principal
+
     async def _authenticate(self, header: str) -> Principal | None:
         """Every request's token is checked against the database, never a cache: a revoked
         token stops working on its next request, in every worker and on every daemon that
@@ -235,6 +282,15 @@ class RequestMiddleware:
         if self._verify_on_loop:
             return self._authenticator.principal_for(token)
         return await anyio.to_thread.run_sync(self._authenticator.principal_for, token)
+
+
+def _unnamed(path: str, known: frozenset[str]) -> str:
+    """The metrics' operation label of a path without an operation id."""
+    if path == "/mcp":
+        return "mcp"
+    if path == "/ui" or path.startswith("/ui/"):
+        return "console"
+    return "other" if path in known else "unmatched"
 
 
 async def _reply(

@@ -100,6 +100,22 @@ class TokenStore:
         if parsed is None:
             return None
         token_id, secret = parsed
+        row = self._active_row(token_id)
+        if row is None or not hmac.compare_digest(row.secret_hash, _hash(secret)):
+            return None
+        return _info(row)
+
+    def active(self, token_id: str) -> tuple[TokenInfo, str] | None:
+        """The token with this id and its secret's hash, unless it is unknown or revoked.
+
+        For the web console's sessions (http/console_auth.py), which name a token by its id
+        and are checked against the database on every request like a bearer token, so that
+        revoking the token ends them at once; the hash lets a session bind itself to exactly
+        that secret."""
+        row = self._active_row(token_id)
+        return None if row is None else (_info(row), row.secret_hash)
+
+    def _active_row(self, token_id: str) -> _Row | None:
         # Every request verifies its token (revocation is immediate, in every worker and on
         # every daemon sharing the database), so this is on every request's path: the prompt
         # path's own read connection, and on SQLite the driver cursor with fixed SQL (building
@@ -112,9 +128,7 @@ class TokenStore:
                 row = conn.execute(_VERIFY, {"token_id": token_id}).first()
         if row is None or row.revoked_at is not None:
             return None
-        if not hmac.compare_digest(row.secret_hash, _hash(secret)):
-            return None
-        return _info(row)
+        return row
 
     def list(self) -> list[TokenInfo]:
         with self._db.read() as conn:

@@ -1,0 +1,770 @@
+// The PowerContext web console (docs/ui.md). Plain JavaScript, no dependencies, served by the
+// daemon under a CSP that forbids inline script. Stored text is untrusted: it is only ever
+// put into the page as text (textContent), never as HTML.
+"use strict";
+(() => {
+  const DICT = window.PowerContextI18n;
+  const CSRF_HEADER = "X-PowerContext-CSRF";
+  const FIELDS = {
+    experience: ["situation", "action", "outcome", "lesson"],
+    skill: ["name", "description", "instructions", "validation"],
+  };
+  const state = {
+    lang: pickLanguage(),
+    session: null,
+    scope: localStorage.getItem("powercontext.scope") || "",
+    flash: null,
+    inbox: { status: "pending", family: "", selected: null },
+    pack: { prompt: "", maxBytes: 8000, result: null },
+    memory: { query: "", inactive: false },
+  };
+  const root = document.getElementById("app");
+
+  function pickLanguage() {
+    const saved = localStorage.getItem("powercontext.lang");
+    if (saved === "en" || saved === "zh") return saved;
+    const wanted = navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language || "en"];
+    for (const tag of wanted) {
+      const lower = String(tag).toLowerCase();
+      if (lower.startsWith("zh")) return "zh";
+      if (lower.startsWith("en")) return "en";
+    }
+    return "en";
+  }
+
+  function t(key, vars) {
+    const text = (DICT[state.lang] && DICT[state.lang][key]) || DICT.en[key] || key;
+    return text.replace(/\{(\w+)\}/g, (_, name) => (vars && name in vars ? String(vars[name]) : ""));
+  }
+
+  // h("button", {class: "primary", onclick: f}, "text", child…): an element; strings become text nodes.
+  function h(tag, props, ...children) {
+    const el = document.createElement(tag);
+    for (const [key, value] of Object.entries(props || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+      else if (key === "class") el.className = value;
+      else if (key === "text") el.textContent = value;
+      else if (value === true) el.setAttribute(key, "");
+      else el.setAttribute(key, String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === null || child === undefined || child === false) continue;
+      el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return el;
+  }
+
+  class ApiError extends Error {
+    constructor(status, error) {
+      super((error && error.message) || "HTTP " + status);
+      this.status = status;
+      this.code = (error && error.code) || "http_" + status;
+      this.details = (error && error.details) || {};
+    }
+  }
+
+  async function request(method, path, body) {
+    const headers = { Accept: "application/json" };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (method !== "GET" && state.session && state.session.csrf) headers[CSRF_HEADER] = state.session.csrf;
+    let response;
+    try {
+      response = await fetch(path, {
+        method, headers, credentials: "same-origin", cache: "no-store",
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (_) {
+      throw new ApiError(0, { code: "network", message: t("error.network") });
+    }
+    const text = await response.text();
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
+    if (!response.ok) {
+      const error = new ApiError(response.status, data && data.error);
+      if (response.status === 401 && path.startsWith("/v1/")) {
+        state.session = null;
+        state.flash = { kind: "warn", text: t("login.expired") };
+        render();
+      }
+      throw error;
+    }
+    return data;
+  }
+
+  const api = (path, body) => request("POST", path, body);
+
+  function describeError(error) {
+    if (error.code === "network") return t("error.network");
+    if (error.code === "scope_forbidden") return t("error.scope");
+    if (error.code === "csrf_failed") return t("error.csrf");
+    if (error.code === "capability_forbidden") return t("forbidden.review");
+    return t("error.generic", { message: error.message });
+  }
+
+  function alertBox(kind, text, ...extra) {
+    return h("div", { class: "alert " + kind, role: kind === "ok" ? "status" : "alert" }, text, ...extra);
+  }
+
+  function can(capability) {
+    return !!state.session && state.session.capabilities.includes(capability);
+  }
+
+  // -- routing -------------------------------------------------------------------------------
+
+  function route() {
+    const hash = location.hash.replace(/^#\/?/, "");
+    const [view, ...rest] = hash.split("/");
+    const known = ["inbox", "memory", "pack"];
+    return { view: known.includes(view) ? view : "inbox", arg: rest.join("/") ? decodeURIComponent(rest.join("/")) : null };
+  }
+
+  async function start() {
+    try {
+      const session = await request("GET", "/ui/session");
+      state.session = session.logged_in ? session : null;
+    } catch (error) {
+      state.session = null;
+      if (error.status !== 401) state.flash = { kind: "error", text: describeError(error) };
+    }
+    window.addEventListener("hashchange", () => render(true));
+    render();
+  }
+
+  function render(focusMain) {
+    document.documentElement.lang = state.lang === "zh" ? "zh-CN" : "en";
+    document.title = "PowerContext";
+    root.replaceChildren();
+    root.removeAttribute("aria-busy");
+    if (!state.session) {
+      root.append(loginView());
+      const input = document.getElementById("login-token");
+      if (input) input.focus();
+      return;
+    }
+    const current = route();
+    root.append(h("a", { class: "skip", href: "#main", onclick: (e) => { e.preventDefault(); document.getElementById("main").focus(); } }, t("skip")));
+    root.append(headerView(current));
+    const main = h("main", { id: "main", tabindex: "-1" });
+    root.append(main);
+    if (state.flash) {
+      main.append(alertBox(state.flash.kind, state.flash.text));
+      state.flash = null;
+    }
+    if (current.view === "pack") main.append(packView());
+    else if (current.view === "memory") main.append(memoryView());
+    else main.append(inboxView(current.arg));
+    if (focusMain) {
+      const heading = main.querySelector("h1");
+      if (heading) heading.focus();
+    }
+  }
+
+  function languageButton() {
+    return h("button", {
+      type: "button", id: "lang-toggle", lang: state.lang === "en" ? "zh-CN" : "en",
+      "aria-label": t("lang.switch.label"),
+      onclick: () => {
+        state.lang = state.lang === "en" ? "zh" : "en";
+        localStorage.setItem("powercontext.lang", state.lang);
+        render();
+        const again = document.getElementById("lang-toggle");
+        if (again) again.focus();
+      },
+    }, t("lang.switch"));
+  }
+
+  function headerView(current) {
+    const link = (view, label) => h("li", {}, h("a", {
+      href: "#/" + view, id: "nav-" + view, "aria-current": current.view === view ? "page" : null,
+    }, label));
+    const scopeInput = h("input", {
+      id: "scope-input", name: "scope", value: state.scope, placeholder: t("scope.placeholder"),
+      autocomplete: "off", spellcheck: "false", "aria-describedby": "scope-label",
+    });
+    const scopeForm = h("form", {
+      class: "scope", onsubmit: (e) => {
+        e.preventDefault();
+        state.scope = scopeInput.value.trim();
+        localStorage.setItem("powercontext.scope", state.scope);
+        state.inbox.selected = null;
+        state.pack.result = null;
+        if (route().arg) location.hash = "#/" + route().view;
+        else render();
+        const again = document.getElementById("scope-input");
+        if (again) again.focus();
+      },
+    }, h("label", { for: "scope-input", id: "scope-label" }, t("scope.label")), scopeInput,
+      h("button", { type: "submit", id: "scope-use" }, t("scope.use")));
+    const session = state.session;
+    const who = session.auth === "off" ? t("who.off")
+      : t("who", { name: session.token_name, caps: session.capabilities.join(", ") });
+    return h("header", { class: "top" },
+      h("p", { class: "brand" }, t("brand")),
+      h("nav", { "aria-label": t("nav.label") }, h("ul", {}, link("inbox", t("nav.inbox")), link("memory", t("nav.memory")), link("pack", t("nav.pack")))),
+      scopeForm,
+      h("span", { class: "spacer" }),
+      h("span", { class: "who", id: "who" }, who),
+      languageButton(),
+      session.auth === "off" ? null : h("button", { type: "button", id: "logout", onclick: logout }, t("logout")));
+  }
+
+  async function logout() {
+    try { await request("POST", "/ui/logout"); } catch (_) { /* the cookie is cleared either way */ }
+    state.session = null;
+    render();
+  }
+
+  // -- login ---------------------------------------------------------------------------------
+
+  function loginView() {
+    const input = h("input", { id: "login-token", name: "token", type: "password", autocomplete: "off", required: true, spellcheck: "false" });
+    const message = h("div", { id: "login-message" });
+    if (state.flash) { message.append(alertBox(state.flash.kind, state.flash.text)); state.flash = null; }
+    const button = h("button", { type: "submit", class: "primary", id: "login-submit" }, t("login.submit"));
+    const form = h("form", {
+      class: "login", method: "post", action: "/ui/login",
+      onsubmit: async (e) => {
+        e.preventDefault();
+        button.disabled = true;
+        message.replaceChildren();
+        try {
+          state.session = await request("POST", "/ui/login", { token: input.value.trim() });
+          input.value = "";
+          render(true);
+        } catch (error) {
+          button.disabled = false;
+          const text = error.status === 401 ? t("login.failed")
+            : error.code === "capability_forbidden" ? t("login.noread") : describeError(error);
+          message.append(alertBox("error", text));
+          input.focus();
+        }
+      },
+    },
+    h("h1", { tabindex: "-1" }, t("login.title")),
+    h("p", { class: "muted" }, t("login.intro")),
+    h("div", { class: "field" }, h("label", { for: "login-token" }, t("login.token")), input),
+    message,
+    h("div", { class: "row" }, button, h("span", { class: "spacer" }), languageButton()));
+    return h("main", { id: "main", tabindex: "-1" }, form);
+  }
+
+  // -- Review Inbox --------------------------------------------------------------------------
+
+  function needScope(container) {
+    if (state.scope) return false;
+    container.append(alertBox("warn", t("scope.missing")));
+    return true;
+  }
+
+  function inboxView(candidateId) {
+    const section = h("section", { "aria-labelledby": "inbox-title" }, h("h1", { id: "inbox-title", tabindex: "-1" }, t("inbox.title")));
+    if (needScope(section)) return section;
+    const status = h("select", { id: "inbox-status", onchange: () => { state.inbox.status = status.value; location.hash = "#/inbox"; render(); } },
+      ...["pending", "approved", "rejected"].map((s) => h("option", { value: s, selected: state.inbox.status === s }, t("status." + s))));
+    const family = h("select", { id: "inbox-family", onchange: () => { state.inbox.family = family.value; location.hash = "#/inbox"; render(); } },
+      h("option", { value: "", selected: !state.inbox.family }, t("inbox.family.all")),
+      ...["experience", "skill"].map((f) => h("option", { value: f, selected: state.inbox.family === f }, t("family." + f))));
+    section.append(h("div", { class: "row" },
+      h("div", { class: "field" }, h("label", { for: "inbox-status" }, t("inbox.status")), status),
+      h("div", { class: "field" }, h("label", { for: "inbox-family" }, t("inbox.family")), family),
+      h("div", { class: "field" }, h("button", { type: "button", id: "inbox-refresh", onclick: () => render() }, t("refresh")))));
+    const list = h("div", { class: "list", "aria-live": "polite" }, h("p", { class: "muted" }, t("loading")));
+    const detail = h("div", { id: "candidate-detail", class: "detail" });
+    section.append(h("div", { class: "inbox" },
+      h("nav", { "aria-label": t("inbox.list") }, list), detail));
+    loadCandidates(list, candidateId);
+    if (candidateId) loadCandidate(detail, candidateId);
+    else detail.append(h("p", { class: "muted" }, t("inbox.pick")));
+    return section;
+  }
+
+  async function loadCandidates(list, selected, cursor, ul) {
+    const body = { scope_id: state.scope, status: state.inbox.status, limit: 50 };
+    if (state.inbox.family) body.family = state.inbox.family;
+    if (cursor) body.cursor = cursor;
+    let page;
+    try {
+      page = await api("/v1/artifact-candidates/list", body);
+    } catch (error) {
+      list.replaceChildren(alertBox("error", describeError(error)));
+      return;
+    }
+    if (!ul) {
+      list.replaceChildren();
+      if (!page.candidates.length) {
+        list.append(h("p", { class: "muted", id: "inbox-empty" }, t("inbox.empty", { status: t("status." + state.inbox.status) })));
+        return;
+      }
+      ul = h("ul", { class: "candidates", id: "candidate-list" });
+      list.append(ul);
+    }
+    for (const candidate of page.candidates) {
+      ul.append(h("li", {}, h("button", {
+        type: "button", class: "candidate", "data-candidate": candidate.candidate_id,
+        "aria-current": candidate.candidate_id === selected ? "true" : null,
+        onclick: () => { location.hash = "#/inbox/" + encodeURIComponent(candidate.candidate_id); },
+      },
+      h("span", { class: "title" }, candidateTitle(candidate)),
+      h("span", { class: "meta" }, t("family." + candidate.family), " · ", t("cand.version", { version: candidate.version }), " · ", candidate.candidate_id))));
+    }
+    const old = list.querySelector("button.more");
+    if (old) old.remove();
+    if (page.next_cursor) {
+      list.append(h("button", { type: "button", class: "more", onclick: () => loadCandidates(list, selected, page.next_cursor, ul) }, t("inbox.more")));
+    }
+  }
+
+  function candidateTitle(candidate) {
+    const p = candidate.proposal || {};
+    const text = candidate.family === "skill" ? p.name : p.lesson || p.situation;
+    return String(text || candidate.candidate_id).slice(0, 120);
+  }
+
+  async function loadCandidate(detail, candidateId, notice) {
+    detail.replaceChildren(h("p", { class: "muted" }, t("loading")));
+    let candidate;
+    try {
+      candidate = await api("/v1/artifact-candidates/get", { scope_id: state.scope, candidate_id: candidateId });
+    } catch (error) {
+      detail.replaceChildren(alertBox("error", describeError(error)));
+      return;
+    }
+    detail.replaceChildren(candidateView(detail, candidate, notice));
+  }
+
+  function candidateView(detail, candidate, notice) {
+    const panel = h("article", {
+      class: "panel", "aria-labelledby": "candidate-title",
+      "data-candidate": candidate.candidate_id, "data-version": candidate.version,
+    });
+    panel.append(h("h2", { id: "candidate-title", tabindex: "-1" },
+      t("cand.title", { family: t("family." + candidate.family) }), " ",
+      h("span", { class: "badge " + candidate.status, id: "candidate-status" }, t("status." + candidate.status)), " ",
+      h("span", { class: "muted", id: "candidate-version" }, t("cand.version", { version: candidate.version }))));
+    if (notice) panel.append(notice);
+    const meta = h("dl", { class: "meta" });
+    const row = (label, value) => meta.append(h("dt", {}, label), h("dd", {}, value));
+    row(t("cand.id"), h("code", {}, candidate.candidate_id));
+    row(t("cand.created"), candidate.created_at);
+    row(t("cand.updated"), candidate.updated_at);
+    row(t("cand.target"), candidate.target ? refText(candidate.target) : t("cand.target.none"));
+    if (candidate.reason) row(t("cand.reason"), candidate.reason);
+    if (candidate.result_artifact) row(t("cand.result"), refText(candidate.result_artifact));
+    if (candidate.decision_reason) row(t("cand.decision"), candidate.decision_reason);
+    panel.append(meta);
+    panel.append(diffSection(candidate));
+    panel.append(evidenceSection(candidate));
+    if (candidate.status === "pending") panel.append(actionsSection(detail, candidate));
+    return panel;
+  }
+
+  function refText(ref) {
+    return t("evidence.artifact", { family: ref.family, id: ref.artifact_id, revision: ref.revision });
+  }
+
+  // What the proposal is compared with: the target's current revision when it changes one,
+  // else the candidate's previous version; a new v1 is compared with nothing.
+  function diffSection(candidate) {
+    const section = h("section", { "aria-labelledby": "diff-title" }, h("h3", { id: "diff-title" }, t("diff.title")));
+    const choices = [];
+    if (candidate.target) choices.push({ key: "target", label: t("diff.base.target", { ref: refText(candidate.target) }) });
+    if (candidate.version > 1) choices.push({ key: "previous", label: t("diff.base.previous", { version: candidate.version - 1 }) });
+    choices.push({ key: "none", label: t("diff.base.none") });
+    const select = h("select", { id: "diff-base" }, ...choices.map((c) => h("option", { value: c.key }, c.label)));
+    const body = h("div", { id: "diff-body", "aria-live": "polite" });
+    section.append(h("div", { class: "field" }, h("label", { for: "diff-base" }, t("diff.base")), select), body);
+    const show = async () => {
+      body.replaceChildren(h("p", { class: "muted" }, t("loading")));
+      let base = {};
+      try {
+        if (select.value === "target") {
+          const path = candidate.target.family === "skill" ? "/v1/skill/get" : "/v1/experience/get";
+          base = (await api(path, { scope_id: state.scope, artifact: candidate.target })).content;
+        } else if (select.value === "previous") {
+          base = (await api("/v1/artifact-candidates/get", { scope_id: state.scope, candidate_id: candidate.candidate_id, version: candidate.version - 1 })).proposal;
+        }
+      } catch (error) {
+        body.replaceChildren(alertBox("error", describeError(error)));
+        return;
+      }
+      body.replaceChildren(...proposalDiff(candidate.family, base, candidate.proposal));
+    };
+    select.addEventListener("change", show);
+    show();
+    return section;
+  }
+
+  function fieldText(value) {
+    if (value === undefined || value === null) return "";
+    if (Array.isArray(value)) return value.map((v) => "• " + v).join("\n");
+    return String(value);
+  }
+
+  function proposalDiff(family, base, proposal) {
+    const names = [...(FIELDS[family] || [])];
+    for (const key of Object.keys(proposal)) if (!names.includes(key)) names.push(key);
+    const out = [];
+    for (const name of names) {
+      const before = fieldText(base[name]);
+      const after = fieldText(proposal[name]);
+      const label = DICT.en["field." + name] ? t("field." + name) : name;
+      const head = h("div", { class: "fieldname", "data-field": name }, label, " ");
+      out.push(head);
+      if (before === after) {
+        head.append(h("span", { class: "unchanged" }, "(" + t("diff.unchanged") + ")"));
+        out.push(h("table", { class: "diff" }, h("tbody", {}, diffRow("same", after || t("diff.empty")))));
+        continue;
+      }
+      const rows = lineDiff(before ? before.split("\n") : [], after ? after.split("\n") : []);
+      out.push(h("table", { class: "diff", "data-field": name }, h("tbody", {}, ...rows.map(([kind, line]) => diffRow(kind, line)))));
+    }
+    return out;
+  }
+
+  function diffRow(kind, line) {
+    return h("tr", { class: kind }, h("td", { class: "mark", "aria-hidden": "true" }), h("td", {},
+      kind === "ins" ? h("ins", {}, line) : kind === "del" ? h("del", {}, line) : line));
+  }
+
+  // A line diff by longest common subsequence (fields are at most a few hundred lines).
+  function lineDiff(a, b) {
+    const n = a.length, m = b.length;
+    const table = Array.from({ length: n + 1 }, () => new Array(m + 1).fill(0));
+    for (let i = n - 1; i >= 0; i--) {
+      for (let j = m - 1; j >= 0; j--) {
+        table[i][j] = a[i] === b[j] ? table[i + 1][j + 1] + 1 : Math.max(table[i + 1][j], table[i][j + 1]);
+      }
+    }
+    const rows = [];
+    let i = 0, j = 0;
+    while (i < n && j < m) {
+      if (a[i] === b[j]) { rows.push(["same", a[i]]); i++; j++; }
+      else if (table[i + 1][j] >= table[i][j + 1]) rows.push(["del", a[i++]]);
+      else rows.push(["ins", b[j++]]);
+    }
+    while (i < n) rows.push(["del", a[i++]]);
+    while (j < m) rows.push(["ins", b[j++]]);
+    return rows;
+  }
+
+  function evidenceSection(candidate) {
+    const list = h("ul", { class: "evidence", id: "evidence" });
+    for (const ref of candidate.source_refs) {
+      list.append(h("li", {}, t("evidence.source", { name: ref.name, id: ref.source_id })));
+    }
+    for (const ref of candidate.artifact_refs) {
+      if (ref.family === "memory") {
+        list.append(h("li", {}, t("evidence.memory", { revision: ref.revision })));
+        continue;
+      }
+      const item = h("li", {}, refText(ref), " ");
+      const holder = h("div");
+      const toggle = h("button", {
+        type: "button", class: "show-ref", "aria-expanded": "false",
+        onclick: async () => {
+          if (toggle.getAttribute("aria-expanded") === "true") {
+            holder.replaceChildren(); toggle.setAttribute("aria-expanded", "false"); toggle.textContent = t("evidence.show");
+            return;
+          }
+          toggle.setAttribute("aria-expanded", "true"); toggle.textContent = t("evidence.hide");
+          holder.replaceChildren(h("p", { class: "muted" }, t("loading")));
+          holder.replaceChildren(await exactArtifact(ref));
+        },
+      }, t("evidence.show"));
+      item.append(toggle, holder);
+      list.append(item);
+    }
+    return h("section", { "aria-labelledby": "evidence-title" }, h("h3", { id: "evidence-title" }, t("evidence.title")), list);
+  }
+
+  async function exactArtifact(ref) {
+    const path = { experience: "/v1/experience/get", skill: "/v1/skill/get", handoff: "/v1/handoff/get" }[ref.family];
+    if (!path) return h("p", { class: "muted" }, refText(ref));
+    try {
+      const artifact = await api(path, { scope_id: state.scope, artifact: ref });
+      return h("pre", { class: "exact" }, JSON.stringify(artifact.content, null, 2));
+    } catch (error) {
+      return alertBox("error", t("evidence.unreadable", { message: error.message }));
+    }
+  }
+
+  function actionsSection(detail, candidate) {
+    const version = candidate.version;
+    const allowed = can("review");
+    const result = h("div", { id: "review-result", "aria-live": "assertive" });
+    const reason = h("textarea", { id: "reject-reason", rows: "2", disabled: !allowed, maxlength: "2000" });
+    const approve = h("button", { type: "button", class: "primary", id: "approve", disabled: !allowed }, t("review.approve", { version }));
+    const reject = h("button", { type: "button", class: "danger", id: "reject", disabled: !allowed }, t("review.reject", { version }));
+    const decide = async (path, body, done) => {
+      approve.disabled = reject.disabled = true;
+      result.replaceChildren();
+      try {
+        const decided = await api(path, { scope_id: state.scope, candidate_id: candidate.candidate_id, expected_version: version, ...body });
+        const notice = alertBox("ok", done(decided));
+        notice.id = "review-done";
+        await loadCandidate(detail, candidate.candidate_id, notice);
+        const list = document.querySelector("section .list");
+        if (list) loadCandidates(list, candidate.candidate_id);
+      } catch (error) {
+        result.replaceChildren(conflictBox(detail, candidate, error));
+        approve.disabled = reject.disabled = !allowed;
+        const box = result.querySelector(".alert");
+        if (box) box.focus();
+      }
+    };
+    approve.addEventListener("click", () => decide("/v1/artifact-candidates/approve", {}, (d) =>
+      t("review.approved", { version, family: d.result_artifact.family, id: d.result_artifact.artifact_id, revision: d.result_artifact.revision })));
+    reject.addEventListener("click", () => {
+      if (!reason.value.trim()) {
+        result.replaceChildren(alertBox("error", t("review.reason.missing")));
+        reason.focus();
+        return;
+      }
+      decide("/v1/artifact-candidates/reject", { decision_reason: reason.value }, () => t("review.rejected", { version }));
+    });
+    return h("section", { class: "actions", "aria-label": t("diff.title") },
+      allowed ? null : alertBox("warn", t("review.cannot")),
+      h("div", {}, approve),
+      h("div", { class: "reject" }, h("div", { class: "field" }, h("label", { for: "reject-reason" }, t("review.reason")), reason), reject),
+      h("div", { class: "result" }, result));
+  }
+
+  function conflictBox(detail, candidate, error) {
+    const reload = () => h("button", { type: "button", id: "conflict-reload", onclick: () => loadCandidate(detail, candidate.candidate_id) }, t("conflict.reload"));
+    let text = null;
+    if (error.code === "candidate_conflict") {
+      text = t("conflict.candidate", { expected: error.details.expected_version, current: error.details.current_version });
+    } else if (error.code === "candidate_terminal") {
+      text = t("conflict.terminal", { status: t("status." + error.details.status) });
+    } else if (error.code === "artifact_conflict") {
+      const current = error.details.current;
+      text = t("conflict.artifact", { current: current && typeof current === "object" ? current.revision : current });
+    }
+    if (text === null) {
+      const box = alertBox("error", describeError(error));
+      box.tabIndex = -1;
+      return box;
+    }
+    const box = h("div", { class: "alert conflict", role: "alert", id: "conflict", tabindex: "-1", "data-code": error.code },
+      h("strong", {}, t("conflict.title")), h("p", {}, text), reload());
+    return box;
+  }
+
+  // -- Memory browser -----------------------------------------------------------------------
+
+  function memoryView() {
+    const section = h("section", { "aria-labelledby": "memory-title" }, h("h1", { id: "memory-title", tabindex: "-1" }, t("memory.title")));
+    if (needScope(section)) return section;
+    const query = h("input", { id: "memory-query", type: "search", maxlength: "8192", value: state.memory.query });
+    const inactive = h("input", { id: "memory-inactive", type: "checkbox", checked: state.memory.inactive });
+    const results = h("div", { id: "memory-results", "aria-live": "polite" });
+    const detail = h("div", { id: "entry-detail" });
+    const run = () => {
+      state.memory.query = query.value.trim();
+      state.memory.inactive = inactive.checked;
+      results.removeAttribute("data-shown");
+      detail.replaceChildren();
+      if (state.memory.query) searchMemory(results, detail);
+      else listMemory(results, detail);
+    };
+    inactive.addEventListener("change", run);
+    section.append(h("form", { class: "row", onsubmit: (e) => { e.preventDefault(); run(); } },
+      h("div", { class: "field grow" }, h("label", { for: "memory-query" }, t("memory.search")), query),
+      h("div", { class: "field" }, h("button", { type: "submit", class: "primary", id: "memory-run" }, t("memory.run"))),
+      h("div", { class: "field check" }, h("label", { for: "memory-inactive" }, inactive, " ", t("memory.inactive")))));
+    section.append(h("div", { class: "inbox" }, results, detail));
+    run();
+    return section;
+  }
+
+  async function listMemory(results, detail, cursor, table) {
+    const body = { scope_id: state.scope, include_inactive: state.memory.inactive, limit: 50 };
+    if (cursor) body.cursor = cursor;
+    let page;
+    try { page = await api("/v1/memory/entries/list", body); } catch (error) {
+      results.replaceChildren(alertBox("error", describeError(error)));
+      return;
+    }
+    if (!table) {
+      if (!page.entries.length) { results.replaceChildren(h("p", { class: "muted", id: "memory-empty" }, t("memory.empty"))); return; }
+      table = h("ul", { class: "candidates", id: "entry-list" });
+      results.replaceChildren(page.memory ? h("p", { class: "muted" }, t("memory.revision", { revision: page.memory.revision })) : "", table);
+      results.dataset.shown = "list";
+    }
+    for (const entry of page.entries) table.append(entryItem(detail, entry.citation, entry.text, entry.kind + " · " + t("memory.state." + entry.state) + (entry.tags.length ? " · #" + entry.tags.join(" #") : "")));
+    const old = results.querySelector("button.more");
+    if (old) old.remove();
+    if (page.next_cursor) results.append(h("button", { type: "button", class: "more", onclick: () => listMemory(results, detail, page.next_cursor, table) }, t("inbox.more")));
+  }
+
+  async function searchMemory(results, detail) {
+    let found;
+    try { found = await api("/v1/memory/search", { scope_id: state.scope, query: state.memory.query, limit: 50 }); } catch (error) {
+      results.replaceChildren(alertBox("error", describeError(error)));
+      return;
+    }
+    if (!found.hits.length) { results.replaceChildren(h("p", { class: "muted", id: "memory-empty" }, t("memory.nohits"))); return; }
+    const list = h("ul", { class: "candidates", id: "entry-list" });
+    for (const hit of found.hits) list.append(entryItem(detail, hit.citation, hit.text, t("memory.hit", { score: hit.score.toFixed(2), by: hit.matched_by })));
+    results.replaceChildren(list);
+    results.dataset.shown = "search";
+  }
+
+  function entryItem(detail, citation, text, meta) {
+    return h("li", {}, h("button", {
+      type: "button", class: "entry", "data-entry": citation.entry_id,
+      onclick: (e) => {
+        for (const other of document.querySelectorAll("button.entry[aria-current]")) other.removeAttribute("aria-current");
+        e.currentTarget.setAttribute("aria-current", "true");
+        loadEntry(detail, citation);
+      },
+    }, h("span", { class: "title" }, String(text).slice(0, 160)), h("span", { class: "meta" }, meta)));
+  }
+
+  async function loadEntry(detail, citation, notice) {
+    detail.replaceChildren(h("p", { class: "muted" }, t("loading")));
+    let entry;
+    try { entry = await api("/v1/memory/entries/get", { scope_id: state.scope, citation }); } catch (error) {
+      detail.replaceChildren(alertBox("error", describeError(error)));
+      return;
+    }
+    detail.replaceChildren(entryView(detail, entry, notice));
+    const heading = document.getElementById("entry-title");
+    if (heading && notice) heading.focus();
+  }
+
+  function entryView(detail, entry, notice) {
+    const panel = h("article", { class: "panel", "aria-labelledby": "entry-title", "data-entry": entry.citation.entry_id, "data-version": entry.version });
+    panel.append(h("h2", { id: "entry-title", tabindex: "-1" }, t("memory.entry"), " ",
+      h("span", { class: "badge " + (entry.state === "active" ? "approved" : "rejected") }, t("memory.state." + entry.state)), " ",
+      h("span", { class: "muted" }, t("cand.version", { version: entry.version }))));
+    if (notice) panel.append(notice);
+    const meta = h("dl", { class: "meta" });
+    const row = (label, value) => meta.append(h("dt", {}, label), h("dd", {}, value));
+    row(t("memory.citation"), h("code", { id: "entry-citation" }, JSON.stringify(entry.citation)));
+    row(t("memory.kind"), entry.kind);
+    row(t("memory.tags"), entry.tags.length ? entry.tags.join(", ") : "—");
+    if (entry.reason) row(t("memory.reason"), entry.reason);
+    for (const ref of entry.source_refs) row(t("evidence.title"), t("evidence.source", { name: ref.name, id: ref.source_id }));
+    for (const ref of entry.artifact_refs) row(t("evidence.title"), refText(ref));
+    panel.append(meta, h("pre", { class: "exact", id: "entry-text" }, entry.text));
+    if (entry.state === "active") panel.append(entryActions(detail, entry));
+    return panel;
+  }
+
+  function entryActions(detail, entry) {
+    const allowed = can("write");
+    const result = h("div", { id: "entry-result", "aria-live": "assertive" });
+    const text = h("textarea", { id: "revise-text", rows: "4", maxlength: "8192", disabled: !allowed });
+    text.value = entry.text;
+    const reason = h("input", { id: "entry-reason", maxlength: "512", disabled: !allowed });
+    const revise = h("button", { type: "button", class: "primary", id: "revise", disabled: !allowed }, t("memory.revise"));
+    const retire = h("button", { type: "button", class: "danger", id: "retire", disabled: !allowed }, t("memory.retire"));
+    const write = async (path, body, done) => {
+      revise.disabled = retire.disabled = true;
+      result.replaceChildren();
+      try {
+        const written = await api(path, { scope_id: state.scope, citation: entry.citation, ...body, ...(reason.value.trim() ? { reason: reason.value.trim() } : {}) });
+        const notice = alertBox("ok", done(written.entry));
+        notice.id = "entry-done";
+        await loadEntry(detail, written.entry.citation, notice);
+      } catch (error) {
+        revise.disabled = retire.disabled = !allowed;
+        let box;
+        if (error.code === "revision_conflict" || error.code === "memory_entry_inactive") {
+          box = h("div", { class: "alert conflict", role: "alert", id: "conflict", tabindex: "-1", "data-code": error.code },
+            h("strong", {}, t("conflict.title")), h("p", {}, t("memory.conflict." + error.code)));
+        } else {
+          box = alertBox("error", error.code === "capability_forbidden" ? t("memory.cannot") : describeError(error));
+          box.tabIndex = -1;
+        }
+        result.replaceChildren(box);
+        box.focus();
+      }
+    };
+    revise.addEventListener("click", () => write("/v1/memory/entries/revise", { text: text.value }, (e) => t("memory.revised", { version: e.version })));
+    retire.addEventListener("click", () => write("/v1/memory/entries/retire", {}, () => t("memory.retired")));
+    return h("section", { class: "actions", "aria-label": t("memory.revise") },
+      allowed ? null : alertBox("warn", t("memory.cannot")),
+      h("div", { class: "field grow" }, h("label", { for: "revise-text" }, t("memory.text")), text),
+      h("div", { class: "field grow" }, h("label", { for: "entry-reason" }, t("memory.reason.input")), reason),
+      h("div", { class: "row" }, revise, retire),
+      h("div", { class: "result" }, result));
+  }
+
+  // -- Pack inspector -----------------------------------------------------------------------
+
+  function packView() {
+    const section = h("section", { "aria-labelledby": "pack-title" },
+      h("h1", { id: "pack-title", tabindex: "-1" }, t("pack.title")),
+      h("p", { class: "muted" }, t("pack.intro")));
+    if (needScope(section)) return section;
+    const prompt = h("textarea", { id: "pack-prompt", rows: "3", maxlength: "8192", required: true });
+    prompt.value = state.pack.prompt;
+    const max = h("input", { id: "pack-max", type: "number", min: "512", max: "32768", step: "1", value: state.pack.maxBytes, required: true });
+    const output = h("div", { id: "pack-output", "aria-live": "polite" });
+    const form = h("form", {
+      onsubmit: async (e) => {
+        e.preventDefault();
+        state.pack.prompt = prompt.value;
+        state.pack.maxBytes = Number(max.value);
+        output.replaceChildren(h("p", { class: "muted" }, t("loading")));
+        try {
+          const pack = await api("/v1/context/prepare", { scope_id: state.scope, query: prompt.value, max_bytes: state.pack.maxBytes });
+          output.replaceChildren(...packResult(pack, state.pack.maxBytes));
+        } catch (error) {
+          output.replaceChildren(alertBox("error", describeError(error)));
+        }
+      },
+    },
+    h("div", { class: "field" }, h("label", { for: "pack-prompt" }, t("pack.prompt")), prompt),
+    h("div", { class: "row" },
+      h("div", { class: "field" }, h("label", { for: "pack-max" }, t("pack.max")), max),
+      h("div", { class: "field" }, h("button", { type: "submit", class: "primary", id: "pack-run" }, t("pack.run")))));
+    section.append(form, output);
+    return section;
+  }
+
+  function packResult(pack, maxBytes) {
+    const out = [];
+    const percent = maxBytes ? Math.round((pack.content_bytes / maxBytes) * 1000) / 10 : 0;
+    out.push(h("p", { id: "pack-status", "data-status": pack.status }, h("strong", {}, t("pack.status." + pack.status))));
+    out.push(h("p", { class: "row" },
+      h("meter", { id: "pack-meter", min: "0", max: String(maxBytes), value: String(pack.content_bytes), "aria-labelledby": "pack-bytes" }),
+      h("span", { id: "pack-bytes", "data-bytes": pack.content_bytes }, t("pack.bytes", { bytes: pack.content_bytes, max: maxBytes, percent }))));
+    if (pack.status !== "ready") return out;
+    const items = packItems(pack.content);
+    if (items.length) {
+      const table = h("table", { class: "items", id: "pack-items" },
+        h("thead", {}, h("tr", {}, ...["n", "citation", "content", "bytes", "truncated"].map((c) => h("th", { scope: "col" }, t("pack.col." + c))))),
+        h("tbody", {}, ...items.map((item, index) => h("tr", {},
+          h("td", {}, String(index + 1)),
+          h("td", {}, citationText(item.citation)),
+          h("td", { class: "content" }, item.content),
+          h("td", {}, String(new TextEncoder().encode(item.content).length)),
+          h("td", {}, item.truncated ? t("yes") : t("no"))))));
+      out.push(h("h2", {}, t("pack.items")), table);
+    }
+    out.push(h("h2", {}, t("pack.exact")), h("pre", { class: "pack", id: "pack-content", tabindex: "0" }, pack.content));
+    return out;
+  }
+
+  // The JSON line between the pack's markers (spec 04): the items, exactly as injected.
+  function packItems(content) {
+    const lines = content.split("\n");
+    const begin = lines.indexOf("BEGIN_POWERCONTEXT_PREPARED_CONTEXT_V1");
+    if (begin < 0 || begin + 1 >= lines.length) return [];
+    try { return JSON.parse(lines[begin + 1]).items || []; } catch (_) { return []; }
+  }
+
+  function citationText(citation) {
+    if (citation.memory_ref) {
+      return t("pack.memory", { entry: citation.entry_id, version: citation.entry_version_id, revision: citation.memory_ref.revision });
+    }
+    if (citation.artifact_ref) return t("pack.experience", { id: citation.artifact_ref.artifact_id, revision: citation.artifact_ref.revision });
+    return JSON.stringify(citation);
+  }
+
+  start();
+})();

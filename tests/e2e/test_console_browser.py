@@ -1,0 +1,261 @@
+"""The web console end to end: a real ``powercontext serve`` process, a real headless Chromium.
+
+One walk through what a reviewer does — log in, approve a candidate, watch a conflict when
+someone else acted first, inspect the pack a prompt would get — plus the language toggle and
+logout. Every wait is on the page's DOM. The screenshots in docs/ui.md come from this run:
+``POWERCONTEXT_UI_SCREENSHOTS=docs/images`` (``make ui-screenshots``) copies them there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.helpers import (
+    CANDIDATES_GET,
+    CANDIDATES_REVISE,
+    PREPARE,
+    PROPOSE_EXPERIENCE,
+    REVISE,
+    SOURCES,
+    create_token,
+    remember,
+)
+from tests.support.browser import Browser, require_browser, start_browser
+from tests.support.daemon import Daemon, start_daemon
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+SCOPE = "git:github.com/acme/shop"
+PROMPT = "I am changing the persistence layer, what should I run first?"
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    require_browser()  # skip (or, under CI, fail) before starting anything
+    with start_daemon(tmp_path_factory.mktemp("console") / "home") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    folder = tmp_path_factory.mktemp("screenshots")
+    yield folder
+    wanted = os.environ.get("POWERCONTEXT_UI_SCREENSHOTS")
+    if wanted:
+        target = Path(wanted)
+        target.mkdir(parents=True, exist_ok=True)
+        for png in sorted(folder.glob("*.png")):
+            shutil.copyfile(png, target / png.name)
+
+
+@pytest.fixture
+def browser(daemon: Daemon, tmp_path: Path) -> Iterator[Browser]:
+    with start_browser(tmp_path / "chromium", daemon.url) as running:
+        yield running
+
+
+def propose(http: httpx.Client, lesson: str, source_id: str) -> dict[str, Any]:
+    captured = http.post(
+        SOURCES, json={"scope_id": SCOPE, "source_id": source_id, "content": "captured prompt"}
+    )
+    assert captured.status_code == 202, captured.text
+    body = {
+        "scope_id": SCOPE,
+        "proposal": {
+            "situation": "The contract tests failed after a change to the persistence layer",
+            "action": "Ran make test-contract on SQLite and OceanBase before pushing",
+            "outcome": "Found a dialect difference early",
+            "lesson": lesson,
+        },
+        "source_refs": [{"name": "content", "source_id": source_id}],
+        "reason": "seen in two sessions",
+    }
+    response = http.post(PROPOSE_EXPERIENCE, json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def candidate(http: httpx.Client, candidate_id: str) -> dict[str, Any]:
+    response = http.post(CANDIDATES_GET, json={"scope_id": SCOPE, "candidate_id": candidate_id})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def log_in(browser: Browser, token: str) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    browser.open("/ui/")
+    field = browser.element("#login-token")
+    assert browser.focused() == field  # the login page starts in the token field
+    field.send_keys(token, Keys.ENTER)  # keyboard only
+    browser.element("#who")
+
+
+def use_scope(browser: Browser) -> None:
+    browser.type("#scope-input", SCOPE)
+    browser.click("#scope-use")
+
+
+def open_candidate(browser: Browser, candidate_id: str) -> None:
+    browser.click(f'button.candidate[data-candidate="{candidate_id}"]')
+    browser.element(f'#candidate-detail article[data-candidate="{candidate_id}"]')
+    browser.element("#diff-body .fieldname")
+
+
+def test_review_a_candidate_watch_a_conflict_and_inspect_a_pack(
+    daemon: Daemon, browser: Browser, shots: Path
+) -> None:
+    with daemon.client() as http:
+        remember(http, SCOPE, "Run the contract tests on both backends before changing persistence",
+                 kind="convention", tags=["persistence"])  # fmt: skip
+        approved_one = propose(http, "Run the contract tests before pushing", "src-approve")
+        contested = propose(http, "Run both backends' contract tests", "src-conflict")
+
+        # Log in (keyboard only); the session cookie is invisible to the page's script.
+        browser.open("/ui/")
+        browser.element("#login-token")
+        browser.screenshot(shots / "console-login.png")
+        log_in(browser, daemon.token)
+        assert "powercontext_session" not in browser.driver.execute_script("return document.cookie")
+        use_scope(browser)
+
+        # Approve a candidate: the diff, the evidence, then the decision.
+        open_candidate(browser, approved_one["candidate_id"])
+        assert "src-approve" in browser.element("#evidence").text
+        browser.screenshot(shots / "console-inbox.png")
+        browser.click("#approve")
+        done = browser.element("#review-done")
+        assert "version 1" in done.text
+        browser.text_in("#candidate-status", "approved")
+        decided = candidate(http, approved_one["candidate_id"])
+        assert decided["status"] == "approved"
+        assert decided["result_artifact"]["artifact_id"] in done.text
+
+        # Watch a conflict: someone else revises the candidate while it is on screen.
+        open_candidate(browser, contested["candidate_id"])
+        assert browser.element("#candidate-detail article").get_attribute("data-version") == "1"
+        revision = dict(contested["proposal"], lesson="Run both backends' contract tests first")
+        revised = http.post(
+            CANDIDATES_REVISE,
+            json={"scope_id": SCOPE, "candidate_id": contested["candidate_id"],
+                  "expected_version": 1, "proposal": revision},
+        )  # fmt: skip
+        assert revised.status_code == 200, revised.text
+        browser.click("#approve")
+        conflict = browser.element("#conflict")
+        assert conflict.get_attribute("data-code") == "candidate_conflict"
+        assert "version 1" in conflict.text and "version 2" in conflict.text
+        browser.screenshot(shots / "console-conflict.png")
+        assert candidate(http, contested["candidate_id"])["status"] == "pending"
+        browser.click("#conflict-reload")
+        browser.text_in("#candidate-version", "version 2")
+        browser.element("#diff-body table.diff tr.ins")  # v2 against v1: the changed lesson
+
+        # Inspect the pack a prompt would get: exactly what the API answers.
+        browser.click("#nav-pack")
+        browser.type("#pack-prompt", PROMPT)
+        browser.type("#pack-max", "2048")
+        browser.click("#pack-run")
+        shown = browser.element("#pack-content").get_attribute("textContent")
+        expected = http.post(PREPARE, json={"scope_id": SCOPE, "query": PROMPT, "max_bytes": 2048})
+        assert expected.status_code == 200, expected.text
+        pack = expected.json()
+        assert pack["status"] == "ready" and shown == pack["content"]
+        assert browser.element("#pack-bytes").get_attribute("data-bytes") == str(
+            pack["content_bytes"]
+        )
+        assert "of 2048 bytes" in browser.element("#pack-bytes").text
+        assert len(browser.driver.find_elements("css selector", "#pack-items tbody tr")) >= 1
+        browser.screenshot(shots / "console-pack.png")
+
+        # Chinese, then back; then log out.
+        browser.click("#lang-toggle")
+        browser.text_in("#nav-inbox", "审核收件箱")
+        assert browser.driver.execute_script("return document.documentElement.lang") == "zh-CN"
+        browser.click("#nav-inbox")
+        open_candidate(browser, contested["candidate_id"])
+        browser.screenshot(shots / "console-inbox-zh.png")
+        browser.click("#lang-toggle")
+        browser.text_in("#nav-inbox", "Review Inbox")
+        browser.click("#logout")
+        browser.element("#login-token")
+        assert browser.console_errors() == []  # no CSP violation, no script error
+
+
+def test_browse_search_and_revise_memory_with_a_conflict_shown(
+    daemon: Daemon, browser: Browser, shots: Path
+) -> None:
+    scope_text = "Memory browser: the staging database is reset every night"
+    with daemon.client() as http:
+        written = remember(http, SCOPE, scope_text, kind="fact", tags=["staging"])
+        log_in(browser, daemon.token)
+        use_scope(browser)
+        browser.click("#nav-memory")
+        browser.element("#entry-list")
+        browser.type("#memory-query", "staging database reset")
+        browser.click("#memory-run")
+        entry_id = written["entry"]["citation"]["entry_id"]
+        browser.click(f'#memory-results[data-shown="search"] button.entry[data-entry="{entry_id}"]')
+        assert browser.element("#entry-text").get_attribute("textContent") == scope_text
+        assert (
+            written["entry"]["citation"]["entry_version_id"]
+            in browser.element("#entry-citation").text
+        )
+        browser.type("#revise-text", scope_text + " at 02:00 UTC")
+        browser.click("#revise")
+        assert "version 2" in browser.element("#entry-done").text
+        browser.screenshot(shots / "console-memory.png")
+        # Someone else revises it while version 2 is on screen: the save is refused.
+        current = browser.element("#entry-citation").text
+        stale = http.post(REVISE, json={"scope_id": SCOPE, "citation": json.loads(current),
+                                        "text": scope_text + " (by a teammate)"})  # fmt: skip
+        assert stale.status_code == 200, stale.text
+        browser.type("#revise-text", scope_text + " at 03:00 UTC")
+        browser.click("#revise")
+        conflict = browser.element("#conflict")
+        assert conflict.get_attribute("data-code") == "revision_conflict"
+        assert browser.focused() == conflict
+        assert browser.console_errors() == []
+
+
+def test_a_token_without_review_sees_why_it_cannot_decide(daemon: Daemon, browser: Browser) -> None:
+    token = create_token(daemon, "console-reader", "*", capabilities=("read",))
+    with daemon.client() as http:
+        pending = propose(http, "Reader cannot approve this", "src-reader")
+    log_in(browser, token)
+    use_scope(browser)
+    open_candidate(browser, pending["candidate_id"])
+    assert browser.element("#approve").get_attribute("disabled") is not None
+    assert "review capability" in browser.element(".actions .alert").text
+    # The server refuses it too, whatever the page does.
+    answer = browser.driver.execute_async_script(
+        """const done = arguments[arguments.length - 1];
+        fetch("/ui/session").then((r) => r.json()).then((s) => fetch(
+          "/v1/artifact-candidates/approve", {method: "POST", headers: {
+            "Content-Type": "application/json", "X-PowerContext-CSRF": s.csrf},
+            body: JSON.stringify({scope_id: arguments[0], candidate_id: arguments[1],
+                                  expected_version: 1})}))
+          .then((r) => r.json().then((b) => done([r.status, b.error.code])));""",
+        SCOPE,
+        pending["candidate_id"],
+    )
+    assert answer == [403, "capability_forbidden"]
+
+
+def test_a_wrong_token_stays_on_the_login_page(daemon: Daemon, browser: Browser) -> None:
+    browser.open("/ui/")
+    browser.type("#login-token", "pc_000000000000_not-a-real-secret")
+    browser.click("#login-submit")
+    assert "not valid" in browser.element("#login-message .alert").text
+    browser.element("#login-token")
+    # The one console message is the browser's note of the refused login (a 401).
+    notes = browser.console_errors(http_errors=True)
+    assert len(notes) == 1 and "/ui/login" in notes[0] and "401" in notes[0], notes
