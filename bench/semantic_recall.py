@@ -51,6 +51,7 @@ from powercontext_runtime.contract.memory import (  # noqa: E402
 )
 from powercontext_runtime.search import fusion  # noqa: E402
 from powercontext_runtime.services.auth import Principal  # noqa: E402
+from powercontext_runtime.services.semantic import QUERY_CHARS  # noqa: E402
 from powercontext_runtime.settings import Settings  # noqa: E402
 
 SCOPE = "bench:semantic"
@@ -247,7 +248,9 @@ def main() -> int:
             query = row[lang]
             relevant = row["doc"] if row["id"] in loaded_ids else None
             fts = on.memory.search(SearchMemoryRequest(scope_id=SCOPE, query=query, mode="fts"))
-            vector = channel.embed_query(query)
+            # The raw channels for the floor sweep: embedded without the request deadline (a
+            # late answer here would only lose a sweep point; hybrid searches keep theirs).
+            vector = channel.embedder.embed([query[:QUERY_CHARS]])[0]
             candidates = channel.candidates(SCOPE, vector, 32)
             lexical = [h.text for h in fts.hits]
             raw.append((lexical, [(c.text, c.similarity) for c in candidates], relevant))

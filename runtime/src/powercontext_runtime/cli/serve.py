@@ -149,6 +149,8 @@ def _background_jobs(runtime: Runtime, settings: Settings) -> list[Periodic | Em
 
 def _serve_in_process(runtime: Runtime, listeners: Listeners, limits: ConnectionLimits) -> None:
     config = ServingConfig(create_app(runtime), limits=limits, **_UVICORN_OPTIONS)
+    if runtime.semantic is not None:
+        runtime.semantic.warm()
     server = uvicorn.Server(config)
     tune_garbage_collector()
     # uvicorn re-raises a captured SIGTERM after its graceful shutdown; under the default
@@ -196,6 +198,8 @@ def worker_app() -> FastAPI:
     configure_logging(settings.log_level, settings.log_format)
     runtime = Runtime.open(settings)
     app = create_app(runtime)
+    if runtime.semantic is not None:
+        runtime.semantic.warm()  # each worker process has its own model
     serve_lifespan = app.router.lifespan_context
 
     @asynccontextmanager

@@ -76,7 +76,3 @@ class LocalUSEEmbedder:
                     f"the local embedding model failed ({type(exc).__name__})"
                 ) from None
         return normalise_rows(vectors, self.dimension)
-
-    def warm(self) -> None:
-        """Load the weights now (the first call otherwise pays ~0.3 s)."""
-        self.embed(["warm up"])

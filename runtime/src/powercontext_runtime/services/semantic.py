@@ -149,6 +149,26 @@ class SemanticChannel:
         future.add_done_callback(lambda _f: self._release())
         return PendingQuery(future, deadline)
 
+    def warm(self) -> None:
+        """Load a local model on the query thread now, in the background, so a serving
+        process's first prompts do not spend their deadline on the weights (≈ 0.3 s) and fall
+        back. Queries meanwhile wait behind it and may still fall back; a network embedder is
+        not called."""
+        if self.waits_on_network:
+            return
+        samples = ["warm up", "如何运行集成测试？", "where does the deploy script live " * 8]
+
+        def warm() -> None:
+            try:
+                for text in samples:  # short, Chinese and a long one: the shapes queries have
+                    self.embedder.embed([text[:QUERY_CHARS]])
+            except EmbeddingUnavailableError as exc:
+                _log.warning("embedder_warm_up_failed", extra={"code": exc.code})
+            else:
+                _log.info("embedder_warmed")
+
+        self._queries.submit(warm)
+
     def embed_query(self, query: str) -> npt.NDArray[np.float32]:
         """The query's vector, waiting for it (see :meth:`start_query`)."""
         return self.start_query(query).result()
