@@ -171,10 +171,10 @@ def test_prepare_context_is_hybrid_and_respects_bootstrap_dedup_path(semantic: R
     assert semantic.semantic is not None
     semantic.semantic.embed_pending()
     principal = Principal.unrestricted()
-    prepared, query = semantic.context.prepare_reporting(
+    prepared, mode, fallback, _ = semantic.context.prepare_reporting(
         PrepareContextRequest(scope_id=SCOPE, query="我们的持续集成流水线坏了"), principal
     )
-    assert query.mode == "hybrid" and prepared.status == "ready"
+    assert mode == "hybrid" and fallback is None and prepared.status == "ready"
     assert CI in (prepared.content or "") and PAYMENTS not in (prepared.content or "")
 
 
@@ -194,11 +194,11 @@ def test_a_pack_admits_one_vector_only_item_where_a_search_admits_all(
     assert sorted(h.text for h in found.hits) == sorted([CI, cache])
     assert {h.matched_by for h in found.hits} == {"vector"}
     principal = Principal.unrestricted()
-    prepared, query = semantic.context.prepare_reporting(
+    prepared, mode, _, _ = semantic.context.prepare_reporting(
         PrepareContextRequest(scope_id=SCOPE, query=question), principal
     )
     content = prepared.content or ""
-    assert query.mode == "hybrid" and prepared.status == "ready"
+    assert mode == "hybrid" and prepared.status == "ready"
     assert (CI in content) != (cache in content)  # exactly one of the two
     # The pack's floor is its own setting: above every candidate, the pack is empty while
     # the search still answers (a second topic keeps the question's cosine below 1).
@@ -206,10 +206,10 @@ def test_a_pack_admits_one_vector_only_item_where_a_search_admits_all(
     other = Runtime.open(strict)
     mixed = "持续集成流水线，还有支付"
     try:
-        empty, _ = other.context.prepare_reporting(
+        empty = other.context.prepare_reporting(
             PrepareContextRequest(scope_id=SCOPE, query=mixed), principal
         )
-        assert empty.status == "empty"
+        assert empty.pack.status == "empty" and empty.empty_reason == "no_match"
         assert len(_search(other, mixed).hits) == 2
     finally:
         other.close()
