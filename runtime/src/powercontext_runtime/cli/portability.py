@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ..errors import ConflictError, NotFoundError
+from ..errors import ConflictError, NotFoundError, UnavailableError
 from ..settings import Settings
 from .output import UsageError, emit
 from .progress import Progress
@@ -367,7 +367,13 @@ def _migrate(args: argparse.Namespace) -> int:
 
     source = _runtime(source_settings)
     try:
-        target = _runtime(target_settings)
+        try:
+            target = _runtime(target_settings)
+        except UnavailableError as exc:
+            # The store's message names the kind of failure only; say which database it is.
+            raise UnavailableError(
+                f"the target database (--to) cannot be used: {exc.message}", code=exc.code
+            ) from None
         try:
             report = migrate(
                 source,
