@@ -6,7 +6,9 @@ went from 27 ms to 460 ms between 0 and 1,000 entries, which is exactly what thi
 
 Method, per size N (ascending, one scope, loaded incrementally):
 
-1. load the scope up to N entries over HTTP with a bounded pool of keep-alive clients;
+1. load the scope up to N entries over HTTP with a bounded pool of keep-alive clients (with
+   ``--bulk-load``: import N entries into a scope of that size's own with ``powercontext
+   import``, which takes minutes at 100k on seekdb instead of an hour);
 2. send a few untimed warm-up remembers, then ``--samples`` timed remembers sequentially
    (concurrency 1, one keep-alive connection), each a new distinct entry;
 3. report p50/p95/p99/mean in ms.
@@ -33,6 +35,7 @@ from _common import (
     MemoryItem,
     MemoryTextGenerator,
     Target,
+    bulk_load,
     command_line,
     load_memories,
     log,
@@ -112,6 +115,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=42, help="workload seed (default 42)")
     p.add_argument("--loader-concurrency", type=int, default=4, help="loader threads (default 4)")
     p.add_argument(
+        "--bulk-load",
+        action="store_true",
+        help="load with `powercontext import` of a generated export instead of HTTP "
+        "remembers (≈ 30-70/s on seekdb): each size then gets its own scope <scope>-n<N>, "
+        "imported with N entries before its timed remembers; self-started daemon only",
+    )
+    p.add_argument(
         "--smoke",
         action="store_true",
         help=f"tiny run: sizes {SMOKE_SIZES}, {SMOKE_SAMPLES} samples",
@@ -150,6 +160,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             p.error(f"sizes must be at least warm-up + samples ({step}) apart")
     if args.smoke and args.write_results:
         p.error("--write-results with --smoke would overwrite real numbers with smoke numbers")
+    if args.bulk_load and args.url:
+        p.error("--bulk-load writes into a self-started daemon's database (no --url)")
     return args
 
 
@@ -240,11 +252,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with open_target(args.url, args.token, args.database_url) as target:
         log(f"write_scaling: {target.description}, scope {scope_id}, sizes {args.sizes}")
         loaded = 0
+        sized_scope = scope_id
         for n in args.sizes:
-            items = generator.take(n - loaded)
-            stats = load_memories(target, scope_id, items, concurrency=args.loader_concurrency)
+            if args.bulk_load:
+                # Each size its own scope of N entries: an import creates a scope whole.
+                sized_scope, loaded = f"{scope_id}-n{n}", 0
+                items = generator.take(n)
+                if target.home is None:
+                    raise BenchError("--bulk-load needs a self-started daemon")
+                done = bulk_load(target.home, args.database_url, sized_scope, items, seed=args.seed)
+                stats = LoadStats(entries=n, seconds=done.seconds)
+                method = "imported"
+            else:
+                items = generator.take(n - loaded)
+                stats = load_memories(
+                    target, sized_scope, items, concurrency=args.loader_concurrency
+                )
+                method = "loaded"
             loaded += len(items)
-            log(f"  loaded {len(items)} entries in {stats.seconds:.1f} s "
+            log(f"  {method} {len(items)} entries in {stats.seconds:.1f} s "
                 f"({stats.per_second:.0f}/s, {stats.retries} busy retries); N = {n}")  # fmt: skip
             warmup, timed = generator.take(WARMUP), generator.take(args.samples)
             settled = settle(target.pid, args.settle_seconds)
@@ -252,13 +278,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 log(f"  other processes stayed busy for {args.settle_seconds:g} s; timing anyway")
             elif settled > 1.5:
                 log(f"  waited {settled:g} s for other processes to go quiet")
-            timing = time_remembers(target, scope_id, warmup, timed)
+            timing = time_remembers(target, sized_scope, warmup, timed)
             timing.settled_after = settled
             loaded += WARMUP + args.samples
             if timing.revision != loaded:
                 # Revisions count writes to the scope: a mismatch means it was not empty.
                 raise BenchError(
-                    f"scope {scope_id!r} is at revision {timing.revision}, expected {loaded}: "
+                    f"scope {sized_scope!r} is at revision {timing.revision}, expected {loaded}: "
                     "use a fresh --scope-id so N is what the report says"
                 )
             lat = summarize_ms(timing.durations)
@@ -289,6 +315,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "samples": args.samples,
             "warmup": WARMUP,
             "loader_concurrency": args.loader_concurrency,
+            "load": "import" if args.bulk_load else "http",
             "settle_seconds": args.settle_seconds,
             "smoke": args.smoke,
         },
@@ -303,6 +330,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "p50_ok": worst_p50 <= BUDGET_P50_MS,
         },
     }
+
+
+def _loading_text(cfg: dict[str, Any]) -> str:
+    if cfg.get("load") == "import":
+        return (
+            "each size its own scope of N entries, bulk-loaded with `powercontext import` of a "
+            "generated export (`--bulk-load`: the rows N HTTP remembers would store)"
+        )
+    return (
+        f"one scope, loaded over HTTP by {cfg['loader_concurrency']} concurrent keep-alive clients"
+    )
 
 
 def _settled_cell(seconds: float | None, limit: float) -> str:
@@ -356,8 +394,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"Python {m['python']}, SQLite {m['sqlite']}",
         f"- Target: {report['target']}",
         f"- Command: `{report['command']}`",
-        f"- Workload: seed {cfg['seed']}, one scope, loaded over HTTP by "
-        f"{cfg['loader_concurrency']} concurrent keep-alive clients; per size {cfg['warmup']} "
+        f"- Workload: seed {cfg['seed']}, {_loading_text(cfg)}; per size {cfg['warmup']} "
         f"warm-up + {cfg['samples']} timed sequential remembers (concurrency 1, keep-alive), "
         "each a new distinct entry",
         "- Daemon CPU ms/write: the daemon's user+system CPU during the timed writes divided by "
@@ -391,7 +428,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                 "daemon CPU ms/write",
                 "other load (cores)",
                 "waited for quiet",
-                "load up to N (HTTP)",
+                "load up to N (import)" if cfg.get("load") == "import" else "load up to N (HTTP)",
             ],
             size_rows,
         ),
