@@ -235,6 +235,8 @@ def _bad_files(data: bytes) -> dict[str, tuple[bytes, str, int]]:
     version = _find(data, "memory_version", 3)
     source = _find(data, "source")
     candidate = _find(data, "candidate")
+    first_version = json.loads(lines[_find(data, "memory_version") - 1])["entry_version_id"]
+    first_candidate = json.loads(lines[candidate - 1])["candidate_id"]
     return {
         "damaged line": (
             b"".join([*lines[: version - 1], lines[version - 1][:40] + b"\n", *lines[version:]]),
@@ -274,6 +276,16 @@ def _bad_files(data: bytes) -> dict[str, tuple[bytes, str, int]]:
             4,
         ),
         "blank line": (b"".join([*lines[:3], b"\n", *lines[3:]]), "import_invalid", 4),
+        "duplicate version id": (
+            _edit(data, version, lambda r: {**r, "entry_version_id": first_version}),
+            "import_invalid",
+            version,
+        ),
+        "duplicate candidate id": (
+            _edit(data, candidate + 1, lambda r: {**r, "candidate_id": first_candidate}),
+            "import_invalid",
+            candidate + 1,
+        ),
     }
 
 
@@ -292,6 +304,8 @@ def _bad_files(data: bytes) -> dict[str, tuple[bytes, str, int]]:
         "revision gap",
         "records out of order",
         "blank line",
+        "duplicate version id",
+        "duplicate candidate id",
     ],
 )
 def test_a_bad_file_is_refused_and_nothing_is_written(

@@ -89,9 +89,7 @@ def migrate(
     work_dir: Path | None = None,
 ) -> MigrationReport:
     """Copy ``scopes`` (default all) from ``source`` into ``target`` and verify the copy."""
-    if source.db.url.render_as_string(hide_password=False) == target.db.url.render_as_string(
-        hide_password=False
-    ):
+    if _same_database(source, target):
         raise InvalidRequestError("the target is the database being migrated")
     report = MigrationReport()
     with tempfile.TemporaryFile(dir=work_dir, prefix=".powercontext-migrate-") as handle:
@@ -147,6 +145,14 @@ def migrate(
             },
         )
     return report
+
+
+def _same_database(a: Runtime, b: Runtime) -> bool:
+    files = [rt.settings.sqlite_file for rt in (a, b)]
+    if files[0] is not None and files[1] is not None:
+        return files[0].resolve() == files[1].resolve()
+    render = [rt.db.url.render_as_string(hide_password=False) for rt in (a, b)]
+    return render[0] == render[1]
 
 
 def _sample_queries(rt: Runtime, scope_id: str, count: int) -> list[str]:
