@@ -345,6 +345,28 @@ def test_a_file_that_changes_during_the_import_is_rolled_back(
     assert json.loads(exported(target).split(b"\n", 1)[0])["scopes"] == [LIB]
 
 
+def test_a_record_broken_between_the_passes_is_refused_as_a_changed_file(
+    sqlite_pair: tuple[Runtime, Runtime],
+) -> None:
+    source, target = sqlite_pair
+    populate(source, SHOP)
+    data = bytearray(exported(source))
+    handle = io.BytesIO(data)
+    plan = importer.plan_import(handle)
+    importer.check_against(target.db, handle, plan)
+    # Same length, so every offset still holds: a version record without its fields.
+    line = _find(bytes(data), "memory_version", 2)
+    start = sum(len(x) for x in _lines(bytes(data))[: line - 1])
+    length = len(_lines(bytes(data))[line - 1]) - 1
+    broken = b'{"type":"memory_version"}'
+    data[start : start + length] = broken + b" " * (length - len(broken))
+    handle = io.BytesIO(bytes(data))
+    with pytest.raises(InvalidRequestError) as caught:
+        importer.write_plan(target.db, handle, plan, document_terms)
+    assert caught.value.code == "import_file_changed"
+    assert exported(target).count(b"\n") == 1  # nothing was written
+
+
 def test_dry_run_writes_nothing(sqlite_pair: tuple[Runtime, Runtime]) -> None:
     source, target = sqlite_pair
     populate(source, SHOP)

@@ -218,12 +218,41 @@ def _close(
     section.counts = dict(reader.counts)
 
 
+def _raw_records(
+    handle: IO[bytes], section: ScopeSection
+) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
+    """The section's lines as parsed, unchecked: for pass 2, which compares their digest."""
+    for number, offset, raw in _lines(handle, section.start, section.line):
+        if offset >= section.end:
+            return
+        record = _parse(raw, number)
+        if not isinstance(record, dict):
+            raise _file_changed(section)
+        yield number, raw, record
+
+
+def _unchanged(handle: IO[bytes], section: ScopeSection) -> bool:
+    digest = hashlib.sha256()
+    for _, offset, raw in _lines(handle, section.start, section.line):
+        if offset >= section.end:
+            break
+        digest.update(raw)
+    return digest.hexdigest() == section.raw_digest
+
+
+def _file_changed(section: ScopeSection) -> ExportFormatError:
+    return ExportFormatError(
+        f"line {section.line}: the file changed while it was being imported",
+        code="import_file_changed",
+        details={"line": section.line},
+    )
+
+
 def _section_records(
-    handle: IO[bytes], section: ScopeSection, *, verify_hashes: bool = True
+    handle: IO[bytes], section: ScopeSection
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """The section's canonical records, checked again, then its raw digest compared (so a
-    caller that writes them must do so in a transaction it can roll back)."""
-    reader = ScopeReader(section.scope_id, verify_hashes=verify_hashes)
+    """The section's canonical records, checked again, then its raw digest compared."""
+    reader = ScopeReader(section.scope_id)
     digest = hashlib.sha256()
     last = section.line
     for number, offset, raw in _lines(handle, section.start, section.line):
@@ -234,11 +263,7 @@ def _section_records(
         yield number, reader.read(_parse(raw, number), number)
     reader.finish(last + 1)
     if digest.hexdigest() != section.raw_digest:
-        raise ExportFormatError(
-            f"line {section.line}: the file changed while it was being imported",
-            code="import_file_changed",
-            details={"line": section.line},
-        )
+        raise _file_changed(section)
 
 
 # -- checking against the database -------------------------------------------------------------
@@ -634,15 +659,28 @@ def _write_section(
             )
         writer = _ScopeWriter(db, conn, analyze)
         done = 0
-        with _large_cache(conn):
-            # The hashes were checked in pass 1, and the digest proves these are the same bytes.
-            for _, record in _section_records(handle, section, verify_hashes=False):
-                writer.write(record)
-                if record["type"] in _PROGRESS_TYPES:
-                    done += 1
-                    if done % 1000 == 0:
-                        progress(1000)
-            writer.finish()
+        digest = hashlib.sha256()
+        try:
+            with _large_cache(conn):
+                # Pass 1 checked these very bytes (the digest below proves it), so the records
+                # are written as parsed, without checking each again.
+                for _, raw, record in _raw_records(handle, section):
+                    digest.update(raw)
+                    writer.write(record)
+                    if record["type"] in _PROGRESS_TYPES:
+                        done += 1
+                        if done % 1000 == 0:
+                            progress(1000)
+                writer.finish()
+            changed = digest.hexdigest() != section.raw_digest
+        except Exception:
+            # A record pass 1 would have refused can only come from a file that changed since;
+            # anything else is re-raised as it is.
+            if not _unchanged(handle, section):
+                raise _file_changed(section) from None
+            raise
+        if changed:
+            raise _file_changed(section)  # rolls the scope's transaction back
         progress(done % 1000)
 
     db.write(work)

@@ -368,9 +368,6 @@ class ScopeReader:
     source_head: tuple[int, int] | None = None
     source_ids: set[str] = field(default_factory=set)
     position: int = 0
-    #: False when the section's bytes are known to be those already checked (the import's
-    #: second pass compares their digest): the hashes are then not computed again.
-    verify_hashes: bool = True
     _rank: int = -1
     _seen_once: set[str] = field(default_factory=set)
 
@@ -455,7 +452,7 @@ class ScopeReader:
         valid_to = _opt_int(r["valid_to"], "valid_to", 1)
         if valid_to is not None and valid_to <= revision:
             raise _Bad("valid_to", "must be a later revision than the version's own")
-        if self.verify_hashes and digest != content_hash(kind, text, tags):
+        if digest != content_hash(kind, text, tags):
             raise _Bad(
                 "content_hash",
                 "does not match the version's kind, text and tags (an edited or damaged line)",
@@ -644,7 +641,7 @@ class ScopeReader:
             raise _Bad("content", "must be a string")
         metadata = None if r["metadata"] is None else _object(r["metadata"], "metadata")
         digest = _hex64(r["payload_hash"], "payload_hash")
-        if self.verify_hashes and digest != _payload_hash(content, metadata):
+        if digest != _payload_hash(content, metadata):
             raise _Bad(
                 "payload_hash",
                 "does not match the source's content and metadata (an edited or damaged line)",
