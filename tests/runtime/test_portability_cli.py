@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from powercontext_runtime.cli.main import main as cli_main
+from powercontext_runtime.cli.progress import Progress
 from powercontext_runtime.composition import Runtime
 from powercontext_runtime.contract.memory import RememberMemoryRequest
 from powercontext_runtime.settings import Settings
@@ -143,3 +145,32 @@ def test_migrate_never_shows_the_password(home: Path, capsys: pytest.CaptureFixt
         capsys, "migrate", "--data-dir", str(home), "--to", f"sqlite:///{home / 'powercontext.db'}"
     )
     assert code == 1 and "is the database being migrated" in stderr
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_a_bar_on_a_terminal_and_tenths_elsewhere() -> None:
+    tty = _Terminal()
+    bar = Progress(tty, quiet=False, label="importing", done_label="imported", unit="records")
+    for done in (0, 5_000, 10_000):
+        bar(done, 10_000)
+    bar(10_000, 10_000)  # a repeated final call draws nothing more
+    frames = tty.getvalue().split("\r")[1:]
+    assert frames[0] == "importing [------------------------------] 0/10,000 records"
+    assert frames[1].startswith("importing [###############---------------] 5,000/10,000")
+    assert frames[-1] == "importing [##############################] 10,000/10,000 records\n"
+    assert len(frames) == 3
+
+    plain = io.StringIO()
+    lines = Progress(plain, quiet=False, label="importing", done_label="imported", unit="records")
+    for done in range(0, 10_001, 500):
+        lines(done, 10_000)
+    assert plain.getvalue().splitlines() == [
+        f"imported {n}/10000 records" for n in range(0, 10_001, 1000)
+    ]
+    quiet = io.StringIO()
+    Progress(quiet, quiet=True)(1, 2)
+    assert quiet.getvalue() == ""
