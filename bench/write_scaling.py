@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from _common import (
+    NOISY_CORES,
     BenchError,
     LoadStats,
     MemoryItem,
@@ -37,16 +37,17 @@ from _common import (
     Target,
     bulk_load,
     command_line,
+    cpu_snapshot,
     load_memories,
     log,
     machine_facts,
     markdown_table,
     open_target,
-    process_cpu_seconds,
+    other_cores,
     remember,
     replace_section,
+    settle,
     summarize_ms,
-    system_busy_cpu_seconds,
 )
 
 SECTION = "write-scaling"
@@ -58,7 +59,6 @@ DEFAULT_SIZES = "1000,100000"
 DEFAULT_SAMPLES = 200
 SMOKE_SIZES = "50,200"
 SMOKE_SAMPLES = 20
-NOISY_CORES = 0.25  # other processes using more than this while timing taints the numbers
 SETTLE_SECONDS = 180.0  # longest wait for other processes to go quiet before a timed phase
 SMOKE_SETTLE_SECONDS = 3.0
 
@@ -165,55 +165,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _cpu_snapshot(daemon_pid: int | None) -> tuple[float, float, float] | None:
-    """(machine busy, this process, daemon) CPU seconds; None off Linux or without a pid."""
-    if daemon_pid is None:
-        return None
-    try:
-        return (
-            system_busy_cpu_seconds(),
-            process_cpu_seconds(os.getpid()),
-            process_cpu_seconds(daemon_pid),
-        )
-    except BenchError:
-        return None
-
-
-def _other_cores(
-    before: tuple[float, float, float], after: tuple[float, float, float], wall: float
-) -> float:
-    """Cores used by processes other than this one and the daemon between two snapshots."""
-    busy, own, daemon = (a - b for a, b in zip(after, before, strict=True))
-    return max(0.0, busy - own - daemon) / wall
-
-
-def settle(daemon_pid: int | None, limit: float) -> float | None:
-    """Wait until other processes use under ``NOISY_CORES`` for one whole second (at most
-    ``limit`` seconds); the seconds waited, or ``None`` when it never got that quiet.
-
-    Right after a fast load a database server keeps working on its own (seekdb merges its
-    indexes for a minute or more after 20k writes and used 1.5 of 2 cores meanwhile), which
-    says nothing about how the runtime scales; timing then made the OceanBase ratio swing
-    between 1.1 and 1.9 on unchanged code. Each one-second window is a CPU sample, not a
-    synchronisation: the timed phase starts either way and the report says how long it waited.
-    """
-    if limit <= 0:
-        return 0.0
-    started = time.perf_counter()
-    while True:
-        before, window = _cpu_snapshot(daemon_pid), time.perf_counter()
-        if before is None:
-            return 0.0  # nothing to observe (not Linux, or a remote daemon)
-        time.sleep(1.0)
-        after, window = _cpu_snapshot(daemon_pid), time.perf_counter() - window
-        if after is None:
-            return 0.0
-        if _other_cores(before, after, window) < NOISY_CORES:
-            return round(time.perf_counter() - started, 1)
-        if time.perf_counter() - started >= limit:
-            return None
-
-
 def time_remembers(
     target: Target, scope_id: str, warmup: list[MemoryItem], timed: list[MemoryItem]
 ) -> Timing:
@@ -229,17 +180,17 @@ def time_remembers(
     with target.client() as client:
         for item in warmup:
             remember(client, scope_id, item)
-        before, wall = _cpu_snapshot(target.pid), time.perf_counter()
+        before, wall = cpu_snapshot(target.pid), time.perf_counter()
         for item in timed:
             started = time.perf_counter()
             last = remember(client, scope_id, item)
             durations.append(time.perf_counter() - started)
-        after, wall = _cpu_snapshot(target.pid), time.perf_counter() - wall
+        after, wall = cpu_snapshot(target.pid), time.perf_counter() - wall
     revision = int(last.json()["memory"]["revision"]) if last is not None else 0
     daemon_ms = background = None
     if before is not None and after is not None:
         daemon_ms = round((after[2] - before[2]) * 1000 / len(timed), 3)
-        background = round(_other_cores(before, after, wall), 3)
+        background = round(other_cores(before, after, wall), 3)
     return Timing(durations, revision, daemon_ms, background)
 
 
