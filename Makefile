@@ -58,7 +58,7 @@ ui-screenshots: install browser
 seekdb: install
 	$(BIN)/python tools/seekdb.py
 
-# Every benchmark (≈ 1.5 h on 2 cores), then the summary table at the top of bench/RESULTS.md.
+# Every benchmark (≈ 1 h on 2 cores), then the summary table at the top of bench/RESULTS.md.
 bench: install
 	$(BIN)/python bench/run_all.py --write-results $(BENCH_ARGS)
 

@@ -9,12 +9,15 @@ spec 08 budgets it end to end over HTTP, SQLite unless stated, N = active entrie
 * P6: on OceanBase (seekdb, ``--database-url``), N = 100k: prepare p50 ≤ 30 ms.
 
 Method: one scope grown through the sizes in ascending order (loaded over HTTP by the shared
-seeded loader). At each N, after a few untimed warm-ups, ``--samples`` short prompts (3-8
-words) and then ``--samples`` 2,000-character prompts are sent sequentially on one keep-alive
-connection; p50/p95/p99 and the share of ``ready``/``empty`` answers are reported per kind.
-At the largest N, ``--concurrency`` keep-alive clients send a 50/50 mix of both kinds for
-``--duration`` seconds (req/s, p50/p99, CPU seconds per request of the daemon and of the
-clients). The daemon's VmRSS is read from /proc when it runs on this machine.
+seeded loader; with ``--bulk-load``, each size's own scope holding the first N entries,
+imported with ``powercontext import`` from a generated export, which is what makes N = 100k
+on seekdb take minutes instead of an hour). At each N, after a few untimed warm-ups,
+``--samples`` short prompts (3-8 words) and then ``--samples`` 2,000-character prompts are sent
+sequentially on one keep-alive connection; p50/p95/p99 and the share of ``ready``/``empty``
+answers are reported per kind. At the largest N, ``--concurrency`` keep-alive clients send a
+50/50 mix of both kinds for ``--duration`` seconds (req/s, p50/p99, CPU seconds per request
+of the daemon and of the clients). The daemon's VmRSS is read from /proc when it runs on this
+machine.
 
 Prompts are generated from the seed and the first loaded entries, so every size answers the
 same prompts, and ``--url``/``--token`` replay identical data and prompts against any runtime.
@@ -48,6 +51,7 @@ from _common import (
     MemoryItem,
     MemoryTextGenerator,
     Target,
+    bulk_load,
     command_line,
     load_memories,
     log,
@@ -55,6 +59,7 @@ from _common import (
     markdown_table,
     open_target,
     replace_section,
+    settle,
     summarize_ms,
     tree_cpu_seconds,
     tree_memory_kib,
@@ -72,6 +77,8 @@ SMOKE_SIZES = "30,100"
 SMOKE_SAMPLES = 10
 SMOKE_DURATION = 1.0
 SMOKE_WARMUP = 2
+BULK_SETTLE_SECONDS = 180.0  # longest wait for quiet after a bulk load (--bulk-load)
+SMOKE_BULK_SETTLE_SECONDS = 3.0
 THROUGHPUT_WARMUP = 3  # untimed requests per client before the clock starts
 LONG_PROMPT_CHARS = 2000
 VOCAB_ENTRIES = 1000  # entries whose words form the "corpus vocabulary" of the prompts
@@ -568,6 +575,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=42, help="workload seed (default 42)")
     p.add_argument("--loader-concurrency", type=int, default=4, help="loader threads (default 4)")
     p.add_argument(
+        "--bulk-load",
+        action="store_true",
+        help="load with `powercontext import` of a generated export (thousands of entries/s) "
+        "instead of one HTTP remember per entry (≈ 30-70/s on seekdb); each size then gets "
+        "its own scope <scope>-n<N> holding the first N entries; self-started daemon only",
+    )
+    p.add_argument(
         "--smoke",
         action="store_true",
         help=f"tiny run: sizes {SMOKE_SIZES}, {SMOKE_SAMPLES} samples, "
@@ -602,6 +616,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--daemon-pid only applies with --url (a self-started daemon is known)")
     if args.smoke and args.write_results:
         p.error("--write-results with --smoke would overwrite real numbers with smoke numbers")
+    if args.bulk_load and args.url:
+        p.error("--bulk-load writes into a self-started daemon's database (no --url)")
     return args
 
 
@@ -622,6 +638,76 @@ def backend_of(target: Target) -> str:
         return str(response.json().get("database", "unknown"))
     except (httpx.HTTPError, ValueError, AttributeError):
         return "unknown"
+
+
+def _http_load(
+    args: argparse.Namespace,
+    target: Target,
+    scope_id: str,
+    items: list[MemoryItem],
+    loaded: int,
+    n: int,
+) -> dict[str, Any]:
+    """Grow the one scope from ``loaded`` to ``n`` entries over HTTP."""
+    head = head_revision(target, scope_id)
+    # A named scope written by an earlier run with this seed holds a prefix of the same
+    # sequence (revision = writes), so it is reused or topped up, never reloaded.
+    resume = args.scope_id is not None and loaded == 0 and 0 < head <= n
+    if head != loaded and not resume:
+        raise BenchError(
+            f"scope {scope_id!r} is at revision {head}, expected {loaded}"
+            + (f" (or up to {n} to reuse it)" if args.scope_id and loaded == 0 else "")
+            + ": use a fresh --scope-id"
+        )
+    skipped = head - loaded
+    stats = load_memories(target, scope_id, items[skipped:], concurrency=args.loader_concurrency)
+    log(f"  loaded {stats.entries:,} entries in {stats.seconds:.1f} s "
+        f"({stats.per_second:.0f}/s){f', {skipped:,} reused' if skipped else ''}; "
+        f"N = {n:,}")  # fmt: skip
+    head = head_revision(target, scope_id)
+    if head != n:
+        raise BenchError(f"scope {scope_id!r} is at revision {head}, expected {n}")
+    return {
+        "entries": stats.entries,
+        "seconds": round(stats.seconds, 3),
+        "per_second": round(stats.per_second, 1),
+        "retries": stats.retries,
+        "reused": skipped,
+    }
+
+
+def _bulk_load(args: argparse.Namespace, target: Target, scope_id: str, n: int) -> dict[str, Any]:
+    """The first ``n`` entries of the seed's sequence into their own scope, by import (or the
+    scope an earlier run with ``--data-dir`` left, when it already holds them)."""
+    head = head_revision(target, scope_id)
+    if head == n:
+        log(f"  N = {n:,}: scope {scope_id} reused from an earlier run")
+        return {"entries": 0, "seconds": 0.0, "per_second": 0.0, "retries": 0, "reused": n}
+    if head != 0 or target.home is None:
+        raise BenchError(f"scope {scope_id!r} is at revision {head}, expected 0 or {n}")
+    items = MemoryTextGenerator(args.seed).take(n)
+    done = bulk_load(target.home, args.database_url, scope_id, items, seed=args.seed)
+    log(f"  imported {n:,} entries in {done.seconds:.1f} s ({done.per_second:,.0f}/s; the "
+        f"file took {done.write_seconds:.1f} s to write); N = {n:,}")  # fmt: skip
+    if head_revision(target, scope_id) != n:
+        raise BenchError(f"scope {scope_id!r} does not hold {n} revisions after the import")
+    # A database server keeps merging for a while after a bulk load (seekdb: minutes after
+    # 100k rows); timing meanwhile would measure the merge. Wait for quiet, as write_scaling.
+    limit = SMOKE_BULK_SETTLE_SECONDS if args.smoke else BULK_SETTLE_SECONDS
+    settled = settle(target.pid, limit)
+    if settled is None:
+        log(f"  other processes stayed busy for {limit:g} s after the import; timing anyway")
+    elif settled > 1.5:
+        log(f"  waited {settled:g} s for other processes to go quiet after the import")
+    return {
+        "entries": n,
+        "seconds": round(done.seconds, 3),
+        "per_second": round(done.per_second, 1),
+        "retries": 0,
+        "reused": 0,
+        "settled_after_s": settled,
+        "settle_limit_s": limit,
+    }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -648,40 +734,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         floor = measure_floor(target, f"{scope_id}-empty", prompts.short, args.warmup)
         log("  floor: " + _floor_text(floor))
         loaded = 0
+        sized_scope = scope_id
         for n in args.sizes:
-            items = generator.take(n - loaded)
-            head = head_revision(target, scope_id)
-            # A named scope written by an earlier run with this seed holds a prefix of the same
-            # sequence (revision = writes), so it is reused or topped up, never reloaded.
-            resume = args.scope_id is not None and loaded == 0 and 0 < head <= n
-            if head == loaded or resume:
-                skipped = head - loaded
-                stats = load_memories(
-                    target, scope_id, items[skipped:], concurrency=args.loader_concurrency
-                )
-                load = {
-                    "entries": stats.entries,
-                    "seconds": round(stats.seconds, 3),
-                    "per_second": round(stats.per_second, 1),
-                    "retries": stats.retries,
-                    "reused": skipped,
-                }
-                log(f"  loaded {stats.entries:,} entries in {stats.seconds:.1f} s "
-                    f"({stats.per_second:.0f}/s){f', {skipped:,} reused' if skipped else ''}; "
-                    f"N = {n:,}")  # fmt: skip
-                head = head_revision(target, scope_id)
-                if head != n:
-                    raise BenchError(f"scope {scope_id!r} is at revision {head}, expected {n}")
+            if args.bulk_load:
+                sized_scope = f"{scope_id}-n{n}"
+                load = _bulk_load(args, target, sized_scope, n)
             else:
-                raise BenchError(
-                    f"scope {scope_id!r} is at revision {head}, expected {loaded}"
-                    + (f" (or up to {n} to reuse it)" if args.scope_id and loaded == 0 else "")
-                    + ": use a fresh --scope-id"
-                )
+                load = _http_load(args, target, scope_id, generator.take(n - loaded), loaded, n)
             loaded = n
             kinds = [
-                time_sequential(target, scope_id, prompts.short, prompts.warm_short),
-                time_sequential(target, scope_id, prompts.long, prompts.warm_long),
+                time_sequential(target, sized_scope, prompts.short, prompts.warm_short),
+                time_sequential(target, sized_scope, prompts.long, prompts.warm_long),
             ]
             memory = tree_memory_kib(target.pid) if target.pid is not None else None
             results.append(SizeResult(n, kinds, load, memory))
@@ -691,7 +754,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     f"p99 {lat['p99']:.2f} ms; ready {k.ready}/{k.samples}")  # fmt: skip
 
         mixed = [p for pair in zip(prompts.short, prompts.long, strict=True) for p in pair]
-        bodies = [encode_request(scope_id, p) for p in mixed]
+        bodies = [encode_request(sized_scope, p) for p in mixed]
         log(f"  throughput: {args.concurrency} clients for {args.duration:g} s at N={loaded:,}")
         throughput = run_throughput(target, bodies, args.concurrency, args.duration)
         log(f"  throughput: {throughput.per_second:.0f} req/s, "
@@ -719,6 +782,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "concurrency": args.concurrency,
             "duration": args.duration,
             "loader_concurrency": args.loader_concurrency,
+            "load": "import" if args.bulk_load else "http",
             "workers": args.workers,
             "smoke": args.smoke,
             "client": "http.client keep-alive, one connection per client",
@@ -810,7 +874,27 @@ def _load_cell(load: dict[str, Any]) -> str:
     if not load["entries"]:
         return reused
     loaded = f"{load['entries']:,} in {load['seconds']:.1f} s = {load['per_second']:,.0f}/s"
+    if "settled_after_s" in load:
+        waited = load["settled_after_s"]
+        loaded += (
+            f", then {waited:g} s until quiet"
+            if waited is not None
+            else f", not quiet within {load['settle_limit_s']:g} s"
+        )
     return f"{loaded} ({reused})" if reused else loaded
+
+
+def _loading_text(cfg: dict[str, Any]) -> str:
+    if cfg.get("load") == "import":
+        return (
+            "each size its own scope holding the first N entries of the sequence, bulk-loaded "
+            "with `powercontext import` of a generated export (`--bulk-load`: the same rows "
+            "HTTP remembers would store, at thousands per second)"
+        )
+    return (
+        f"one scope grown through the sizes, loaded over HTTP by {cfg['loader_concurrency']} "
+        "keep-alive clients"
+    )
 
 
 def _fmt_mib(kib: int) -> str:
@@ -876,8 +960,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- Command: `{report['command']}`",
         f"- 1-minute load average at start / end: {report['load_average_1m']['start']:.2f} / "
         f"{report['load_average_1m']['end']:.2f} (other processes share the 2 cores)",
-        f"- Workload: seed {cfg['seed']}, one scope grown through the sizes, loaded over HTTP by "
-        f"{cfg['loader_concurrency']} keep-alive clients. Per size and kind {cfg['warmup']} "
+        f"- Workload: seed {cfg['seed']}, {_loading_text(cfg)}. Per size and kind {cfg['warmup']} "
         f"warm-up + {cfg['samples']} timed sequential prepares (concurrency 1, keep-alive "
         f"http.client, max_bytes default). Short prompts: 3-8 words "
         f"({cfg['short_prompt_chars']['min']}-{cfg['short_prompt_chars']['max']} chars) from "
@@ -910,7 +993,9 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"peak (VmHWM, includes loading) {_fmt_mib(memory['hwm_kib'])} MiB.",
             "",
         ]
-    lines.append(markdown_table(["N", "load up to N (HTTP)", "VmRSS after timing, MiB"], load_rows))
+    how = "import" if cfg.get("load") == "import" else "HTTP"
+    header = ["N", f"load up to N ({how})", "VmRSS after timing, MiB"]
+    lines.append(markdown_table(header, load_rows))
     return "\n".join(lines)
 
 

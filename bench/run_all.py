@@ -17,10 +17,13 @@ work cannot disturb the SQLite figures):
 3. ``hook_latency.py`` (P1, the hook run as ``install`` registers it from a venv holding only
    the hook kit and the Codex plugin: see :func:`plugin_venv`), ``bootstrap_latency.py`` (P5),
    ``recall_quality.py`` (Q1);
-4. one seekdb server (``tools/seekdb.py``) for ``prepare_latency.py --database-url … --sizes
-   100000`` (P6 prepare) and ``write_scaling.py --database-url … --sizes 1000,20000`` (P6
-   remember ratio at 20k: loading over HTTP runs at ~30 entries/s there, so 100k would add
-   about an hour).
+4. a fresh seekdb server (``tools/seekdb.py``) for each of ``prepare_latency.py --database-url
+   … --sizes 100000 --bulk-load`` (P6 prepare) and ``write_scaling.py --database-url … --sizes
+   1000,100000 --bulk-load`` (P6 remember ratio). Both fill seekdb with ``powercontext import``
+   of a generated export (minutes for 100k; over HTTP, at ~30 entries/s, 100k took about an
+   hour, which is why the ratio used to be taken at 20k: ``--seekdb-load http`` still does);
+5. ``portability.py`` (issue 19: export and import entries/s on SQLite at 20k and 100k, and
+   ``migrate`` of 100k to a seekdb of its own), last, so its seekdb disturbs nothing else.
 
 ``--write-results`` is passed through (each script rewrites its own block of RESULTS.md), then
 the summary block at the top of RESULTS.md is rewritten. ``--smoke`` runs every script in its
@@ -64,7 +67,8 @@ SUMMARY = "summary"
 PREPARE_SCOPE = "bench-prepare-s42"  # fixed so the 2-worker run reuses the 1-worker scope
 BUDGET_N = 100_000
 SEEKDB_DATABASE = "bench"
-SEEKDB_WRITE_SIZES = "1000,20000"
+SEEKDB_WRITE_SIZES = "1000,100000"  # the budget's sizes (bulk-loaded)
+SEEKDB_HTTP_WRITE_SIZES = "1000,20000"  # --seekdb-load http: 100k over HTTP would take an hour
 # Smoke sizes on seekdb, below the scripts' own smoke sizes: seekdb takes only ~30-70 writes/s
 # over HTTP, and writing dominates a smoke run there.
 SEEKDB_SMOKE_N = 30
@@ -74,6 +78,7 @@ WORKERS = 2
 PREPARE = "prepare_latency"
 PREPARE_2 = "prepare_latency_2_workers"
 PREPARE_OB = "prepare_latency_oceanbase"
+PORTABILITY = "portability"
 
 
 # -- steps --------------------------------------------------------------------------------------
@@ -161,6 +166,7 @@ class Plan:
     seekdb_dir: Path | None
     no_seekdb: bool
     seekdb_entries: int = 0  # 0: the budget's N
+    seekdb_load: str = "import"  # how the P6 steps fill seekdb: `powercontext import` or HTTP
 
     @property
     def common(self) -> list[str]:
@@ -240,7 +246,9 @@ def _seekdb_steps(plan: Plan, url: str) -> list[tuple[str, str, list[str]]]:
     """(name, script, args) of the P6 steps; the prepare scope is kept with ``--seekdb-dir``."""
     prepare_n = str(SEEKDB_SMOKE_N if plan.smoke else plan.seekdb_entries or BUDGET_N)
     home = plan.seekdb_dir / "daemon-home" if plan.seekdb_dir else plan.work / "prepare-seekdb"
-    write = SEEKDB_SMOKE_WRITE if plan.smoke else ["--sizes", SEEKDB_WRITE_SIZES]
+    bulk = ["--bulk-load"] if plan.seekdb_load == "import" else []
+    sizes = SEEKDB_WRITE_SIZES if bulk else SEEKDB_HTTP_WRITE_SIZES
+    write = [*(SEEKDB_SMOKE_WRITE if plan.smoke else ["--sizes", sizes]), *bulk]
     return [
         (
             PREPARE_OB,
@@ -255,6 +263,7 @@ def _seekdb_steps(plan: Plan, url: str) -> list[tuple[str, str, list[str]]]:
                 str(home),
                 "--scope-id",
                 PREPARE_SCOPE,
+                *bulk,
             ],
         ),
         (
@@ -304,6 +313,14 @@ def run_seekdb_steps(plan: Plan) -> list[StepResult]:
         finally:
             server.stop()
     return results
+
+
+def run_portability_step(plan: Plan) -> StepResult:
+    """Export/import on SQLite, then migrate to a seekdb the script starts (not with
+    ``--no-seekdb``, which leaves the migrate row unmeasured)."""
+    return run_step(
+        PORTABILITY, "portability.py", [*plan.common, *(["--no-seekdb"] if plan.no_seekdb else [])]
+    )
 
 
 # -- budgets ------------------------------------------------------------------------------------
@@ -421,9 +438,9 @@ BUDGETS: tuple[Budget, ...] = (
     Budget("P6.prepare.long", "P6",
            "seekdb: prepare p50, 2,000-character prompts (budget at N = 100k)", "≤ 30 ms",
            PREPARE_OB, "prepare-latency-oceanbase", script_row("p50.long")),
-    Budget("P6.ratio", "P6", "seekdb: remember p50, **N = 20k** / N = 1k (the budget's 100k is "
-           "not loaded: seekdb takes ~30-90 writes/s over HTTP, 20-55 min for 100k)", "≤ 1.5",
-           "write_scaling_oceanbase", "write-scaling-oceanbase", remember_ratio),
+    Budget("P6.ratio", "P6", "seekdb: remember p50, N = 100k / N = 1k (each size bulk-loaded "
+           "with `powercontext import`)", "≤ 1.5", "write_scaling_oceanbase",
+           "write-scaling-oceanbase", remember_ratio),
     Budget("P7.rss", "P7", "runtime VmRSS after the prepare run, N = 100k", "≤ 200 MiB", PREPARE,
            "prepare-latency", script_row("rss")),
     Budget("Q1.short", "Q1", "expected entry in the pack, short queries", "≥ 90 %",
@@ -433,12 +450,20 @@ BUDGETS: tuple[Budget, ...] = (
     Budget("Q1.unrelated", "Q1", "unrelated queries answered `empty`", "≥ 90 %",
            "recall_quality", "recall-quality",
            recall("unrelated_empty", "unrelated_empty", "unrelated_ok")),
+    Budget("X1.export", "X1", "export, SQLite, slowest of N = 20k and 100k (issue 19)",
+           "≥ 5,000 entries/s", PORTABILITY, "portability", script_row("export.rate")),
+    Budget("X2.import", "X2", "import of an export, SQLite, slowest of N = 20k and 100k",
+           "≥ 5,000 entries/s", PORTABILITY, "portability", script_row("import.rate")),
+    Budget("X3.migrate", "X3", "migrate 100k entries SQLite → seekdb (export, import, verify)",
+           "≤ 10 min", PORTABILITY, "portability", script_row("migrate.seconds")),
+    Budget("X4.round-trip", "X4", "round trip byte-identical (re-export and packs, SQLite and "
+           "seekdb)", "identical", PORTABILITY, "portability", script_row("round_trip")),
 )  # fmt: skip
 
 
 def _shown(measure: Measure) -> str:
     """The measured cell, with the context that makes it checkable (counts, sizes)."""
-    digits = {"ms": 2, "MiB": 1, "req/s": 1, "%": 1}.get(measure.unit, 2)
+    digits = {"ms": 2, "MiB": 1, "req/s": 1, "%": 1, "entries/s": 0, "s": 1}.get(measure.unit, 2)
     value = f"{measure.value:,.{digits}f}" + (f" {measure.unit}" if measure.unit else "")
     return f"{value} ({measure.detail})" if measure.detail else value
 
@@ -610,7 +635,8 @@ def render_markdown(run: Run, rows: list[dict[str, Any]], links: dict[str, Block
             f"- Command: `{run.command}`, which ran:",
             *steps,
             "- P6 rows: a fresh seekdb (OceanBase kernel) started by `tools/seekdb.py` for each "
-            "of its two steps",
+            "of its two steps; X rows (issue 19's export/import/migrate budgets): "
+            "`portability.py`, with a seekdb of its own",
             "",
             markdown_table(["id", "budget", "target", "measured", "verdict", "details"], table),
             "",
@@ -688,6 +714,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "writes/s on seekdb, so a smaller N gives a quicker, clearly labelled run)",
     )
     p.add_argument(
+        "--seekdb-load",
+        choices=("import", "http"),
+        default="import",
+        help="how the P6 steps fill seekdb: `powercontext import` of a generated export "
+        "(default; minutes for 100k) or HTTP remembers (~30-70/s: about an hour for 100k, "
+        "and the remember ratio is then taken at 20k)",
+    )
+    p.add_argument(
         "--seekdb-dir",
         type=Path,
         help="keep seekdb and the P6 daemon's home here; a later run with the same "
@@ -712,9 +746,11 @@ def main(argv: list[str] | None = None) -> int:
             args.seekdb_dir.resolve() if args.seekdb_dir else None,
             args.no_seekdb,
             args.seekdb_entries,
+            args.seekdb_load,
         )
         run.steps += run_sqlite_steps(plan)
         run.steps += run_seekdb_steps(plan)
+        run.steps.append(run_portability_step(plan))
     run.loads = [s.load_1m for s in run.steps if s.load_1m is not None]
     run.loads.append(round(os.getloadavg()[0], 2))
     run.finished_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

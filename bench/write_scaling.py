@@ -6,7 +6,9 @@ went from 27 ms to 460 ms between 0 and 1,000 entries, which is exactly what thi
 
 Method, per size N (ascending, one scope, loaded incrementally):
 
-1. load the scope up to N entries over HTTP with a bounded pool of keep-alive clients;
+1. load the scope up to N entries over HTTP with a bounded pool of keep-alive clients (with
+   ``--bulk-load``: import N entries into a scope of that size's own with ``powercontext
+   import``, which takes minutes at 100k on seekdb instead of an hour);
 2. send a few untimed warm-up remembers, then ``--samples`` timed remembers sequentially
    (concurrency 1, one keep-alive connection), each a new distinct entry;
 3. report p50/p95/p99/mean in ms.
@@ -21,29 +23,31 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from _common import (
+    NOISY_CORES,
     BenchError,
     LoadStats,
     MemoryItem,
     MemoryTextGenerator,
     Target,
+    bulk_load,
     command_line,
+    cpu_snapshot,
     load_memories,
     log,
     machine_facts,
     markdown_table,
     open_target,
-    process_cpu_seconds,
+    other_cores,
     remember,
     replace_section,
+    settle,
     summarize_ms,
-    system_busy_cpu_seconds,
 )
 
 SECTION = "write-scaling"
@@ -55,7 +59,6 @@ DEFAULT_SIZES = "1000,100000"
 DEFAULT_SAMPLES = 200
 SMOKE_SIZES = "50,200"
 SMOKE_SAMPLES = 20
-NOISY_CORES = 0.25  # other processes using more than this while timing taints the numbers
 SETTLE_SECONDS = 180.0  # longest wait for other processes to go quiet before a timed phase
 SMOKE_SETTLE_SECONDS = 3.0
 
@@ -112,6 +115,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=42, help="workload seed (default 42)")
     p.add_argument("--loader-concurrency", type=int, default=4, help="loader threads (default 4)")
     p.add_argument(
+        "--bulk-load",
+        action="store_true",
+        help="load with `powercontext import` of a generated export instead of HTTP "
+        "remembers (≈ 30-70/s on seekdb): each size then gets its own scope <scope>-n<N>, "
+        "imported with N entries before its timed remembers; self-started daemon only",
+    )
+    p.add_argument(
         "--smoke",
         action="store_true",
         help=f"tiny run: sizes {SMOKE_SIZES}, {SMOKE_SAMPLES} samples",
@@ -150,56 +160,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             p.error(f"sizes must be at least warm-up + samples ({step}) apart")
     if args.smoke and args.write_results:
         p.error("--write-results with --smoke would overwrite real numbers with smoke numbers")
+    if args.bulk_load and args.url:
+        p.error("--bulk-load writes into a self-started daemon's database (no --url)")
     return args
-
-
-def _cpu_snapshot(daemon_pid: int | None) -> tuple[float, float, float] | None:
-    """(machine busy, this process, daemon) CPU seconds; None off Linux or without a pid."""
-    if daemon_pid is None:
-        return None
-    try:
-        return (
-            system_busy_cpu_seconds(),
-            process_cpu_seconds(os.getpid()),
-            process_cpu_seconds(daemon_pid),
-        )
-    except BenchError:
-        return None
-
-
-def _other_cores(
-    before: tuple[float, float, float], after: tuple[float, float, float], wall: float
-) -> float:
-    """Cores used by processes other than this one and the daemon between two snapshots."""
-    busy, own, daemon = (a - b for a, b in zip(after, before, strict=True))
-    return max(0.0, busy - own - daemon) / wall
-
-
-def settle(daemon_pid: int | None, limit: float) -> float | None:
-    """Wait until other processes use under ``NOISY_CORES`` for one whole second (at most
-    ``limit`` seconds); the seconds waited, or ``None`` when it never got that quiet.
-
-    Right after a fast load a database server keeps working on its own (seekdb merges its
-    indexes for a minute or more after 20k writes and used 1.5 of 2 cores meanwhile), which
-    says nothing about how the runtime scales; timing then made the OceanBase ratio swing
-    between 1.1 and 1.9 on unchanged code. Each one-second window is a CPU sample, not a
-    synchronisation: the timed phase starts either way and the report says how long it waited.
-    """
-    if limit <= 0:
-        return 0.0
-    started = time.perf_counter()
-    while True:
-        before, window = _cpu_snapshot(daemon_pid), time.perf_counter()
-        if before is None:
-            return 0.0  # nothing to observe (not Linux, or a remote daemon)
-        time.sleep(1.0)
-        after, window = _cpu_snapshot(daemon_pid), time.perf_counter() - window
-        if after is None:
-            return 0.0
-        if _other_cores(before, after, window) < NOISY_CORES:
-            return round(time.perf_counter() - started, 1)
-        if time.perf_counter() - started >= limit:
-            return None
 
 
 def time_remembers(
@@ -217,17 +180,17 @@ def time_remembers(
     with target.client() as client:
         for item in warmup:
             remember(client, scope_id, item)
-        before, wall = _cpu_snapshot(target.pid), time.perf_counter()
+        before, wall = cpu_snapshot(target.pid), time.perf_counter()
         for item in timed:
             started = time.perf_counter()
             last = remember(client, scope_id, item)
             durations.append(time.perf_counter() - started)
-        after, wall = _cpu_snapshot(target.pid), time.perf_counter() - wall
+        after, wall = cpu_snapshot(target.pid), time.perf_counter() - wall
     revision = int(last.json()["memory"]["revision"]) if last is not None else 0
     daemon_ms = background = None
     if before is not None and after is not None:
         daemon_ms = round((after[2] - before[2]) * 1000 / len(timed), 3)
-        background = round(_other_cores(before, after, wall), 3)
+        background = round(other_cores(before, after, wall), 3)
     return Timing(durations, revision, daemon_ms, background)
 
 
@@ -240,11 +203,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with open_target(args.url, args.token, args.database_url) as target:
         log(f"write_scaling: {target.description}, scope {scope_id}, sizes {args.sizes}")
         loaded = 0
+        sized_scope = scope_id
         for n in args.sizes:
-            items = generator.take(n - loaded)
-            stats = load_memories(target, scope_id, items, concurrency=args.loader_concurrency)
+            if args.bulk_load:
+                # Each size its own scope of N entries: an import creates a scope whole.
+                sized_scope, loaded = f"{scope_id}-n{n}", 0
+                items = generator.take(n)
+                if target.home is None:
+                    raise BenchError("--bulk-load needs a self-started daemon")
+                done = bulk_load(target.home, args.database_url, sized_scope, items, seed=args.seed)
+                stats = LoadStats(entries=n, seconds=done.seconds)
+                method = "imported"
+            else:
+                items = generator.take(n - loaded)
+                stats = load_memories(
+                    target, sized_scope, items, concurrency=args.loader_concurrency
+                )
+                method = "loaded"
             loaded += len(items)
-            log(f"  loaded {len(items)} entries in {stats.seconds:.1f} s "
+            log(f"  {method} {len(items)} entries in {stats.seconds:.1f} s "
                 f"({stats.per_second:.0f}/s, {stats.retries} busy retries); N = {n}")  # fmt: skip
             warmup, timed = generator.take(WARMUP), generator.take(args.samples)
             settled = settle(target.pid, args.settle_seconds)
@@ -252,13 +229,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 log(f"  other processes stayed busy for {args.settle_seconds:g} s; timing anyway")
             elif settled > 1.5:
                 log(f"  waited {settled:g} s for other processes to go quiet")
-            timing = time_remembers(target, scope_id, warmup, timed)
+            timing = time_remembers(target, sized_scope, warmup, timed)
             timing.settled_after = settled
             loaded += WARMUP + args.samples
             if timing.revision != loaded:
                 # Revisions count writes to the scope: a mismatch means it was not empty.
                 raise BenchError(
-                    f"scope {scope_id!r} is at revision {timing.revision}, expected {loaded}: "
+                    f"scope {sized_scope!r} is at revision {timing.revision}, expected {loaded}: "
                     "use a fresh --scope-id so N is what the report says"
                 )
             lat = summarize_ms(timing.durations)
@@ -289,6 +266,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "samples": args.samples,
             "warmup": WARMUP,
             "loader_concurrency": args.loader_concurrency,
+            "load": "import" if args.bulk_load else "http",
             "settle_seconds": args.settle_seconds,
             "smoke": args.smoke,
         },
@@ -303,6 +281,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "p50_ok": worst_p50 <= BUDGET_P50_MS,
         },
     }
+
+
+def _loading_text(cfg: dict[str, Any]) -> str:
+    if cfg.get("load") == "import":
+        return (
+            "each size its own scope of N entries, bulk-loaded with `powercontext import` of a "
+            "generated export (`--bulk-load`: the rows N HTTP remembers would store)"
+        )
+    return (
+        f"one scope, loaded over HTTP by {cfg['loader_concurrency']} concurrent keep-alive clients"
+    )
 
 
 def _settled_cell(seconds: float | None, limit: float) -> str:
@@ -356,8 +345,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"Python {m['python']}, SQLite {m['sqlite']}",
         f"- Target: {report['target']}",
         f"- Command: `{report['command']}`",
-        f"- Workload: seed {cfg['seed']}, one scope, loaded over HTTP by "
-        f"{cfg['loader_concurrency']} concurrent keep-alive clients; per size {cfg['warmup']} "
+        f"- Workload: seed {cfg['seed']}, {_loading_text(cfg)}; per size {cfg['warmup']} "
         f"warm-up + {cfg['samples']} timed sequential remembers (concurrency 1, keep-alive), "
         "each a new distinct entry",
         "- Daemon CPU ms/write: the daemon's user+system CPU during the timed writes divided by "
@@ -391,7 +379,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                 "daemon CPU ms/write",
                 "other load (cores)",
                 "waited for quiet",
-                "load up to N (HTTP)",
+                "load up to N (import)" if cfg.get("load") == "import" else "load up to N (HTTP)",
             ],
             size_rows,
         ),

@@ -80,6 +80,8 @@ SAMPLES: dict[str, str] = {
     "http-error-envelope": "the HTTP answer of a revise whose citation is stale (409)",
     "memory-flush": "`powercontext memory flush --json` after three captured prompts",
     "metrics-packs": "`GET /metrics` at the end of the story: the pack and prepare counters",
+    "portability-export": "`powercontext export --scope … -o FILE` of the memory-flush scope",
+    "portability-import": "`powercontext import FILE --data-dir DIR` of that file elsewhere",
 }
 
 #: The pages that may hold marked blocks.
@@ -511,6 +513,12 @@ def _story(world: World) -> dict[str, str]:
                     scope_id=billing, source_id=f"prompt-{number}", content=prompt
                 )
         s["memory-flush"] = world.sh(f"powercontext memory flush --json --scope {billing}").stdout
+
+        # docs/portability.md: that scope exported, then imported into another data dir
+        export = f"powercontext export --scope {billing} -o ~/billing.jsonl"
+        s["portability-export"] = _console(export, world.sh(export).stdout)
+        load = "powercontext import ~/billing.jsonl --data-dir ~/elsewhere"
+        s["portability-import"] = _console(load, world.sh(load).stdout)
 
         # README "Plugin MCP tools": the agent token file no longer matches the runtime's
         token_file = world.data_dir / "auth" / "agent-token"

@@ -35,14 +35,17 @@ BUDGET_KEYS = {
     "P6.prepare.short", "P6.prepare.long", "P6.ratio",
     "P7.rss",
     "Q1.short", "Q1.long", "Q1.unrelated",
+    # Issue 19's export/import/migrate budgets (bench/portability.py).
+    "X1.export", "X2.import", "X3.migrate", "X4.round-trip",
 }  # fmt: skip
 STEPS = (
     "write_scaling", "prepare_latency", "prepare_latency_2_workers", "hook_latency",
     "bootstrap_latency", "recall_quality", "prepare_latency_oceanbase", "write_scaling_oceanbase",
+    "portability",
 )  # fmt: skip
 HOOK_SERIES = ("hook", "hook_no_capture", "plugin", "hook_env_bytecode")
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
 
 class SmokeRun(NamedTuple):
@@ -63,7 +66,7 @@ def smoke() -> SmokeRun:
         [sys.executable, str(RUN_ALL), "--smoke", "--json"],
         capture_output=True,
         text=True,
-        timeout=290,
+        timeout=400,
         cwd=REPO,
     )
     # 1 = some step failed: the summary still comes, and the tests below say which step.
@@ -92,7 +95,9 @@ def test_every_spec_budget_gets_a_numeric_measurement_and_a_smoke_verdict(
     rows = summary["budgets"]
     assert len(rows) == len(BUDGET_KEYS)
     assert {r["key"] for r in rows} == BUDGET_KEYS
-    assert {r["id"] for r in rows} == {"P1", "P2", "P3", "P4", "P5", "P6", "P7", "Q1"}
+    assert {r["id"] for r in rows} == {
+        "P1", "P2", "P3", "P4", "P5", "P6", "P7", "Q1", "X1", "X2", "X3", "X4",
+    }  # fmt: skip
     for row in rows:
         assert _is_number(row["measured"]), row
         assert row["measured"] > 0 or row["id"] == "Q1", row  # a recall share may be 0
@@ -101,7 +106,7 @@ def test_every_spec_budget_gets_a_numeric_measurement_and_a_smoke_verdict(
         assert row["applicable"] is False, row
         assert row["verdict"] == ("(met; smoke run)" if row["ok"] else "(**missed**; smoke run)")
     lines = summary["markdown"].splitlines()
-    table = [line for line in lines if line.startswith(("| P", "| Q1 "))]
+    table = [line for line in lines if line.startswith(("| P", "| Q1 ", "| X"))]
     assert len(table) == len(rows)  # one rendered row per budget, none lost on the way
     assert summary["smoke"] is True
     assert summary["machine"]["cpu_count"]
@@ -128,6 +133,9 @@ def test_every_step_ran_its_smoke_mode_and_the_second_prepare_reused_the_first_s
 
     assert smoke.report("prepare_latency_oceanbase")["backend"] == "oceanbase"
     assert "mysql" in smoke.report("write_scaling_oceanbase")["target"]
+    # The P6 steps fill seekdb by import (the bulk path), not one HTTP remember per entry.
+    assert smoke.report("prepare_latency_oceanbase")["config"]["load"] == "import"
+    assert smoke.report("write_scaling_oceanbase")["config"]["load"] == "import"
 
 
 # -- each script's report ---------------------------------------------------------------------
@@ -250,3 +258,21 @@ def test_recall_quality_reports_the_three_fractions_over_a_full_size_dev_set(
     for category in report["categories"].values():
         _fraction(category["recall"])
     assert report["machine"]["cpu_count"]
+
+
+def test_portability_round_trips_on_sqlite_and_migrates_to_seekdb(smoke: SmokeRun) -> None:
+    report = smoke.report("portability")
+    sizes = report["sizes"]
+    assert [s["n"] for s in sizes] == report["config"]["sizes"]
+    for size in sizes:
+        assert size["export_per_second"] > 0 and size["import_per_second"] > 0
+        assert size["round_trip_identical"] is True
+        assert size["packs_compared"] > 1 and size["packs_differ"] == 0
+    migrate = report["migrate"]
+    assert migrate["n"] == sizes[-1]["n"] and migrate["seconds"] > 0
+    assert migrate["verified"]["counts"] is True and migrate["verified"]["records"] == 1
+    assert migrate["verified"]["packs"] > 1 and migrate["verified"]["pack_mismatches"] == 0
+    assert migrate["round_trip_identical"] is True
+    assert {b["key"] for b in report["budgets"]} == {
+        "export.rate", "import.rate", "migrate.seconds", "round_trip",
+    }  # fmt: skip

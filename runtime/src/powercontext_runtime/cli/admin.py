@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 from ..client import PowerContextClient
 from ..client._common import default_token, default_url
@@ -14,6 +14,7 @@ from ..contract.common import check_scope_pattern
 from ..errors import PowerContextError
 from ..settings import Settings, read_token_file
 from .output import emit
+from .progress import Progress
 
 if TYPE_CHECKING:
     from ..composition import Runtime
@@ -156,7 +157,7 @@ def _reindex(args: argparse.Namespace) -> int:
         counts = runtime.reindex()
         embedded = None
         if getattr(args, "embeddings", False):
-            embedded = runtime.backfill_embeddings(_Progress(sys.stderr, quiet=args.json))
+            embedded = runtime.backfill_embeddings(Progress(sys.stderr, quiet=args.json))
     finally:
         runtime.close()
     human = "rebuilt the search indexes: " + ", ".join(
@@ -168,35 +169,6 @@ def _reindex(args: argparse.Namespace) -> int:
         human += f"; embedded {embedded} entry versions"
     emit(result, as_json=args.json, human=human)
     return 0
-
-
-class _Progress:
-    """``reindex --embeddings`` progress on stderr: a bar redrawn in place on a TTY, else a
-    plain ``embedded N/M`` line at every tenth (and none with ``--json``)."""
-
-    WIDTH = 30
-
-    def __init__(self, stream: TextIO, *, quiet: bool) -> None:
-        self._stream = stream
-        self._tty = stream.isatty()
-        self._quiet = quiet
-        self._last_tenth = -1
-
-    def __call__(self, done: int, total: int) -> None:
-        if self._quiet:
-            return
-        if self._tty:
-            filled = self.WIDTH * done // total if total else self.WIDTH
-            bar = "#" * filled + "-" * (self.WIDTH - filled)
-            end = "\n" if done >= total else ""
-            self._stream.write(f"\rembedding [{bar}] {done}/{total}{end}")
-            self._stream.flush()
-            return
-        tenth = 10 * done // total if total else 10
-        if tenth != self._last_tenth:
-            self._last_tenth = tenth
-            self._stream.write(f"embedded {done}/{total}\n")
-            self._stream.flush()
 
 
 def _doctor(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import PowerContextError
 from ..settings import ConfigError
-from . import admin, bootstrap, context, memory, review, service
+from . import admin, bootstrap, context, memory, portability, review, service
 from .output import Parser, UsageError, operation_failed, usage_failed, wants_json
 
 _EPILOG = """\
@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_parsers(sub, common)
     bootstrap.add_parsers(sub, common)
     admin.add_parsers(sub, common)
+    portability.add_parsers(sub, common)
     service.add_parsers(sub, common)
     return parser
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any, Literal, Protocol
@@ -32,7 +33,7 @@ __all__ = ["DOCS_TERM", "FulltextIndex", "IndexedFamily", "for_backend"]
 IndexedFamily = Literal["memory", "experience"]
 INDEXED_FAMILIES: tuple[IndexedFamily, ...] = ("memory", "experience")
 DOCS_TERM = "#docs"
-_TERM = re.compile(r"^[a-z0-9]{1,64}$")
+_TERMS = re.compile(r"[a-z0-9]{1,64}(?: [a-z0-9]{1,64})*")
 _BATCH = 200  # OceanBase rejects very large multi-row statements (error 11049)
 _MERGE_PAGES = 64  # FTS5 pages merged per compaction step: a write transaction of ≤ 10 ms
 
@@ -46,6 +47,13 @@ class FulltextIndex(Protocol):
         scope_id: str,
         rowid: int,
         terms: Sequence[str],
+    ) -> None: ...
+    def add_many(
+        self,
+        conn: Connection,
+        family: IndexedFamily,
+        scope_id: str,
+        documents: Sequence[tuple[int, Sequence[str]]],
     ) -> None: ...
     def remove(
         self, conn: Connection, family: IndexedFamily, scope_id: str, rowid: int
@@ -69,9 +77,9 @@ def for_backend(backend: str) -> FulltextIndex:
 
 def _checked(terms: Iterable[str]) -> list[str]:
     checked = list(terms)
-    for term in checked:
-        if not _TERM.match(term):
-            raise ValueError("full-text terms must be analyser output ([a-z0-9]{1,64})")
+    # One match over the joined terms: a match per term cost a bulk import a tenth of its time.
+    if checked and not _TERMS.fullmatch(" ".join(checked)):
+        raise ValueError("full-text terms must be analyser output ([a-z0-9]{1,64})")
     return checked
 
 
@@ -151,6 +159,31 @@ def _adjust_frequencies(
         ),
         {"terms": keys},
     )
+
+
+def _add_frequencies(
+    conn: Connection, family: IndexedFamily, scope_id: str, counts: Counter[str], documents: int
+) -> None:
+    """Add many documents' distinct terms to the frequencies at once (bulk loads): one
+    upsert per distinct term instead of one per term of every document."""
+    if conn.dialect.name == "sqlite":
+        rows = [(scope_id, family, term, df) for term, df in sorted(counts.items())]
+        rows.append((scope_id, family, DOCS_TERM, documents))
+        sqlite_driver(conn).executemany(_SQLITE_ADD_FREQUENCY, rows)
+        return
+    dicts = [
+        {"scope_id": scope_id, "family": family, "term": term, "df": df}
+        for term, df in sorted(counts.items())
+    ]
+    dicts.append({"scope_id": scope_id, "family": family, "term": DOCS_TERM, "df": documents})
+    for start in range(0, len(dicts), _BATCH):
+        conn.execute(_UPSERT[conn.dialect.name], dicts[start : start + _BATCH])
+
+
+_SQLITE_ADD_FREQUENCY = (
+    "INSERT INTO search_terms (scope_id, family, term, df) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (scope_id, family, term) DO UPDATE SET df = df + excluded.df"
+)
 
 
 def _upserts() -> dict[str, Any]:
@@ -249,6 +282,31 @@ class _SqliteFulltext:
             sql.add_tokens, (rowid, _prefixed_body(_scope_prefix(scope_id), distinct))
         )
         _adjust_frequencies(conn, family, scope_id, distinct, +1)
+
+    def add_many(
+        self,
+        conn: Connection,
+        family: IndexedFamily,
+        scope_id: str,
+        documents: Sequence[tuple[int, Sequence[str]]],
+    ) -> None:
+        """:meth:`add` for many documents of one scope (an import): executemany, and the
+        frequencies summed first."""
+        if not documents:
+            return
+        prefix = _scope_prefix(scope_id)
+        counts: Counter[str] = Counter()
+        docs, tokens = [], []
+        for rowid, terms in documents:
+            distinct, repeats = split_repeats(_checked(terms))
+            counts.update(distinct)
+            docs.append((rowid, " ".join(distinct), " ".join(repeats)))
+            tokens.append((rowid, _prefixed_body(prefix, distinct)))
+        sql = self._sql[family]
+        driver = sqlite_driver(conn)
+        driver.executemany(sql.add_doc, docs)
+        driver.executemany(sql.add_tokens, tokens)
+        _add_frequencies(conn, family, scope_id, counts, len(documents))
 
     def remove(self, conn: Connection, family: IndexedFamily, scope_id: str, rowid: int) -> None:
         sql = self._sql[family]
@@ -371,6 +429,31 @@ class _OceanBaseFulltext:
             {"rowid": rowid, "scope_id": scope_id, "terms": " ".join(checked)},
         )
         _adjust_frequencies(conn, family, scope_id, checked, +1)
+
+    def add_many(
+        self,
+        conn: Connection,
+        family: IndexedFamily,
+        scope_id: str,
+        documents: Sequence[tuple[int, Sequence[str]]],
+    ) -> None:
+        """:meth:`add` for many documents of one scope (an import): multi-row inserts of at
+        most ``_BATCH`` rows (larger ones hit the server's memory limit), frequencies summed."""
+        if not documents:
+            return
+        counts: Counter[str] = Counter()
+        rows = []
+        for rowid, terms in documents:
+            checked = _checked(terms)
+            counts.update(set(checked))
+            rows.append({"rowid": rowid, "scope_id": scope_id, "terms": " ".join(checked)})
+        statement = text(
+            f"INSERT INTO {self._table(family)} (id, scope_id, terms) "
+            "VALUES (:rowid, :scope_id, :terms)"
+        )
+        for start in range(0, len(rows), _BATCH):
+            conn.execute(statement, rows[start : start + _BATCH])
+        _add_frequencies(conn, family, scope_id, counts, len(documents))
 
     def remove(self, conn: Connection, family: IndexedFamily, scope_id: str, rowid: int) -> None:
         table = self._table(family)

@@ -1,0 +1,742 @@
+"""Import: load a ``powercontext.export`` file into a database, all or nothing per file.
+
+Two passes over the file. The first checks every line (:class:`~.records.ScopeReader`) and
+every scope against the database: a scope that is not there is to be imported, one that is
+there with exactly the same records (the same canonical bytes as exporting it would give) is
+skipped — so an import can be run again — and one that is there with anything else refuses
+the whole import before anything is written (``import_conflict``). Scopes are never merged.
+
+The second pass writes each new scope in one transaction, with batched multi-row inserts,
+and re-reads its section while it does: a file that changed in between is refused, and that
+scope's transaction rolled back. Ids, revisions, citations and timestamps are the file's;
+only internal row ids are new, assigned in the file's order so the search sees the scope in
+the order it was written. The derived full-text index of the new scopes is built in the same
+transaction; vectors (the semantic channel) are left to the embedding worker, which finds
+every version without one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import operator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import msgspec
+from sqlalchemy import Connection, Table, func, insert, select
+
+from ..errors import ConflictError
+from ..store._records import canonical_json
+from ..store._sqlite import sqlite_driver
+from ..store.database import Database
+from ..store.review import experience_search_text
+from ..store.schema import (
+    artifact_heads,
+    artifact_revisions,
+    candidate_versions,
+    candidates,
+    handoff_deliveries,
+    memory_entries,
+    memory_heads,
+    memory_revisions,
+    memory_versions,
+    scope_references,
+    source_heads,
+    sources,
+)
+from .exporter import PROGRESS_KEYS, SCOPE_TABLES, count_scopes, scope_lines
+from .records import (
+    COUNT_KEYS,
+    MAX_LINE_BYTES,
+    ExportFormatError,
+    Header,
+    ScopeReader,
+    check_header,
+    encode,
+    zero_counts,
+)
+
+__all__ = ["ImportSummary", "import_file", "plan_import"]
+
+Analyze = Callable[[str], list[str]]
+Progress = Callable[[int, int], None]
+
+#: Rows per multi-row insert. seekdb refuses very large statements (error 11049), and the
+#: full-text table has its own smaller batch (store/fulltext.py).
+_BATCH = {"sqlite": 5000, "oceanbase": 500}
+_MAX_CONFLICTS_SHOWN = 10
+_INDEX_CHUNK = 5000  # search documents analysed and added at a time
+_IMPORT_CACHE_KIB = 256 * 1024  # SQLite page cache while a scope loads (only what it uses)
+
+
+@dataclass(slots=True)
+class ScopeSection:
+    """Where one scope's records are in the file, and what pass 1 found about them."""
+
+    index: int
+    scope_id: str
+    line: int  # of its scope record
+    start: int  # byte offset of that line
+    end: int = 0  # byte offset after its last line
+    raw_digest: str = ""
+    counts: dict[str, int] = field(default_factory=zero_counts)
+    action: str = "import"  # or "identical"
+
+
+@dataclass(slots=True)
+class ImportPlan:
+    header: Header
+    sections: list[ScopeSection]
+
+    @property
+    def new(self) -> list[ScopeSection]:
+        return [s for s in self.sections if s.action == "import"]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportSummary:
+    scopes: int  # in the file
+    imported: int
+    identical: int
+    counts: dict[str, int]  # of the imported scopes
+    dry_run: bool = False
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def _lines(handle: IO[bytes], start: int, first_line: int) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset, raw line) from ``start``; refuses over-long lines."""
+    handle.seek(start)
+    offset, number = start, first_line
+    while True:
+        raw = handle.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) > MAX_LINE_BYTES:
+            raise ExportFormatError(
+                f"line {number}: longer than {MAX_LINE_BYTES:,} bytes",
+                details={"line": number},
+            )
+        yield number, offset, raw
+        offset += len(raw)
+        number += 1
+
+
+def _parse(raw: bytes, number: int) -> Any:
+    if raw in (b"\n", b"\r\n"):
+        raise ExportFormatError(f"line {number}: an empty line", details={"line": number})
+    try:
+        return _DECODE(raw)
+    except msgspec.DecodeError as exc:
+        # msgspec's message names the problem and a byte offset, never the input itself.
+        raise ExportFormatError(
+            f"line {number}: not valid JSON ({exc}): a damaged or truncated file",
+            details={"line": number},
+        ) from None
+
+
+#: msgspec: about four times faster than ``json.loads`` on these lines, and stricter (a lone
+#: surrogate escape or invalid UTF-8 is an error, not a string that cannot be stored).
+_DECODE = msgspec.json.Decoder().decode
+
+
+def plan_import(handle: IO[bytes], progress: Progress | None = None) -> ImportPlan:
+    """Pass 1: check the whole file; raises :class:`ExportFormatError` at the first fault."""
+    lines = _lines(handle, 0, 1)
+    first = next(lines, None)
+    if first is None:
+        raise ExportFormatError("line 1: the file is empty", details={"line": 1})
+    head = check_header(_parse(first[2], 1))
+    total = sum(head.counts[key] for key in PROGRESS_KEYS)
+    sections: list[ScopeSection] = []
+    reader: ScopeReader | None = None
+    digest = hashlib.sha256()
+    done = 0
+    number = 1
+    for number, offset, raw in lines:
+        record = _parse(raw, number)
+        if isinstance(record, dict) and record.get("type") == "scope":
+            if reader is not None:
+                _close(reader, sections[-1], digest, number, offset)
+            index = len(sections)
+            if index >= len(head.scopes) or record.get("scope_id") != head.scopes[index]:
+                raise ExportFormatError(
+                    f"line {number}: the scopes' sections must follow the header's list",
+                    details={"line": number, "field": "scope_id"},
+                )
+            sections.append(ScopeSection(index, head.scopes[index], number, offset))
+            reader = ScopeReader(head.scopes[index])
+            digest = hashlib.sha256()
+        elif reader is None:
+            raise ExportFormatError(
+                f"line {number}: a scope's section starts with its scope record",
+                details={"line": number, "field": "type"},
+            )
+        reader.read(record, number)
+        digest.update(raw)
+        if record["type"] in _PROGRESS_TYPES:
+            done += 1
+            if progress is not None and done % 1000 == 0:
+                progress(done, total)
+    end = handle.tell()
+    if reader is not None:
+        _close(reader, sections[-1], digest, number + 1, end)
+    if len(sections) != len(head.scopes):
+        raise ExportFormatError(
+            f"line {number + 1}: the file ends before the header's last scope (a truncated file)",
+            details={"line": number + 1},
+        )
+    totals = zero_counts()
+    for section in sections:
+        for key in COUNT_KEYS:
+            totals[key] += section.counts[key]
+    if totals != head.counts:
+        raise ExportFormatError(
+            "line 1: the header's counts do not match the file's records",
+            details={"line": 1, "field": "counts"},
+        )
+    if progress is not None:
+        progress(total, total)
+    return ImportPlan(head, sections)
+
+
+_PROGRESS_TYPES = frozenset(
+    {"memory_version", "artifact_revision", "artifact_head", "candidate", "source"}
+)
+
+
+def _close(
+    reader: ScopeReader, section: ScopeSection, digest: Any, next_line: int, end: int
+) -> None:
+    reader.finish(next_line)
+    section.end = end
+    section.raw_digest = digest.hexdigest()
+    section.counts = dict(reader.counts)
+
+
+def _raw_records(
+    handle: IO[bytes], section: ScopeSection
+) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
+    """The section's lines as parsed, unchecked: for pass 2, which compares their digest."""
+    for number, offset, raw in _lines(handle, section.start, section.line):
+        if offset >= section.end:
+            return
+        record = _parse(raw, number)
+        if not isinstance(record, dict):
+            raise _file_changed(section)
+        yield number, raw, record
+
+
+def _unchanged(handle: IO[bytes], section: ScopeSection) -> bool:
+    digest = hashlib.sha256()
+    for _, offset, raw in _lines(handle, section.start, section.line):
+        if offset >= section.end:
+            break
+        digest.update(raw)
+    return digest.hexdigest() == section.raw_digest
+
+
+def _file_changed(section: ScopeSection) -> ExportFormatError:
+    return ExportFormatError(
+        f"line {section.line}: the file changed while it was being imported",
+        code="import_file_changed",
+        details={"line": section.line},
+    )
+
+
+def _section_records(
+    handle: IO[bytes], section: ScopeSection
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The section's canonical records, checked again, then its raw digest compared."""
+    reader = ScopeReader(section.scope_id)
+    digest = hashlib.sha256()
+    last = section.line
+    for number, offset, raw in _lines(handle, section.start, section.line):
+        if offset >= section.end:
+            break
+        digest.update(raw)
+        last = number
+        yield number, reader.read(_parse(raw, number), number)
+    reader.finish(last + 1)
+    if digest.hexdigest() != section.raw_digest:
+        raise _file_changed(section)
+
+
+# -- checking against the database -------------------------------------------------------------
+
+
+def _existing(conn: Connection) -> set[str]:
+    found: set[str] = set()
+    for table in SCOPE_TABLES:
+        found.update(row[0] for row in conn.execute(select(table.c.scope_id).distinct()))
+    return found
+
+
+def _scope_exists(conn: Connection, scope_id: str) -> bool:
+    return any(
+        conn.execute(select(table.c.scope_id).where(table.c.scope_id == scope_id).limit(1)).first()
+        for table in SCOPE_TABLES
+    )
+
+
+def _stored_like_file(
+    conn: Connection, handle: IO[bytes], section: ScopeSection, counts: dict[str, int]
+) -> bool:
+    """Whether exporting the stored scope gives exactly the section's canonical records."""
+    ours = hashlib.sha256()
+    for line in scope_lines(conn, section.scope_id, counts):
+        ours.update(line)
+    theirs = hashlib.sha256()
+    for _, record in _section_records(handle, section):
+        theirs.update(encode(record))
+    return ours.digest() == theirs.digest()
+
+
+def mismatched_sections(
+    db: Database, handle: IO[bytes], plan: ImportPlan, progress: Progress | None = None
+) -> list[ScopeSection]:
+    """The file's scopes whose stored records differ from the file's (after an import: none),
+    compared as :func:`check_against` compares them, in one read snapshot."""
+    wrong = []
+    with db.read() as conn:
+        present = _existing(conn)
+        stored = count_scopes(conn, [s.scope_id for s in plan.sections if s.scope_id in present])
+        for done, section in enumerate(plan.sections, start=1):
+            if section.scope_id not in present or not _stored_like_file(
+                conn, handle, section, stored[section.scope_id]
+            ):
+                wrong.append(section)
+            if progress is not None:
+                progress(done, len(plan.sections))
+    return wrong
+
+
+def check_against(db: Database, handle: IO[bytes], plan: ImportPlan) -> None:
+    """Mark the scopes already present identically; refuse if any is present otherwise."""
+    conflicts: list[ScopeSection] = []
+    with db.read() as conn:
+        present = _existing(conn)
+        there = [s for s in plan.sections if s.scope_id in present]
+        stored = count_scopes(conn, [s.scope_id for s in there])
+        for section in there:
+            if _stored_like_file(conn, handle, section, stored[section.scope_id]):
+                section.action = "identical"
+            else:
+                conflicts.append(section)
+    if conflicts:
+        shown = [{"scope_index": s.index, "line": s.line} for s in conflicts]
+        first = conflicts[0]
+        raise ConflictError(
+            f"{len(conflicts)} of the file's scopes already exist in this database with other "
+            f"content (the first: scope number {first.index + 1}, line {first.line}); "
+            "import does not merge scopes, so nothing was written",
+            code="import_conflict",
+            details={"conflicts": shown[:_MAX_CONFLICTS_SHOWN], "count": len(conflicts)},
+        )
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+class _Rows:
+    """Rows for one table, inserted in batches: on SQLite straight through the driver's
+    ``executemany`` (SQLAlchemy's per-row parameter processing cost a third of an import),
+    elsewhere as SQLAlchemy multi-row inserts."""
+
+    def __init__(self, conn: Connection, table: Table, batch: int) -> None:
+        self._conn = conn
+        self._columns = [column.name for column in table.columns]
+        self._sqlite = conn.dialect.name == "sqlite"
+        if self._sqlite:
+            marks = ", ".join("?" for _ in self._columns)
+            self._sql = f"INSERT INTO {table.name} ({', '.join(self._columns)}) VALUES ({marks})"
+            self._tuple = operator.itemgetter(*self._columns)
+        self._statement = insert(table)
+        self._batch = batch
+        self._rows: list[dict[str, Any]] = []
+
+    def add(self, row: dict[str, Any]) -> None:
+        self._rows.append(row)
+        if len(self._rows) >= self._batch:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._rows:
+            return
+        if self._sqlite:
+            sqlite_driver(self._conn).executemany(self._sql, map(self._tuple, self._rows))
+        else:
+            self._conn.execute(self._statement, self._rows)
+        self._rows = []
+
+
+@dataclass(slots=True)
+class _Current:
+    """An entry's current version while its records stream past."""
+
+    created_revision: int
+    version_id: str
+    version: int
+    state: str
+    content_hash: str
+    rowid: int
+    search_text: str | None  # None once retired
+
+
+def _next_id(conn: Connection, table: Table) -> int:
+    return int(conn.execute(select(func.max(table.c.id))).scalar() or 0) + 1
+
+
+class _ScopeWriter:
+    """Writes one scope's records inside the caller's transaction."""
+
+    def __init__(self, db: Database, conn: Connection, analyze: Analyze) -> None:
+        batch = _BATCH[db.backend]
+        self._db = db
+        self._conn = conn
+        self._analyze = analyze
+        self._versions = _Rows(conn, memory_versions, batch)
+        self._revisions = _Rows(conn, memory_revisions, batch)
+        self._artifacts = _Rows(conn, artifact_revisions, batch)
+        self._sources = _Rows(conn, sources, batch)
+        self._version_id = _next_id(conn, memory_versions)
+        self._artifact_id = _next_id(conn, artifact_revisions)
+        self._entries: dict[str, _Current] = {}
+        self._experience: dict[str, tuple[int, dict[str, str]]] = {}
+        self.scope_id = ""
+
+    def write(self, record: dict[str, Any]) -> None:
+        kind = record["type"]
+        getattr(self, "_" + kind)(record)
+
+    def _scope(self, r: dict[str, Any]) -> None:
+        self.scope_id = r["scope_id"]
+
+    def _memory_head(self, r: dict[str, Any]) -> None:
+        self._conn.execute(
+            insert(memory_heads).values(
+                scope_id=r["scope_id"], revision=r["revision"], updated_at=r["updated_at"]
+            )
+        )
+
+    def _memory_version(self, r: dict[str, Any]) -> None:
+        rowid = self._version_id
+        self._version_id += 1
+        revision = r["revision"]
+        tags = r["tags"]
+        self._versions.add(
+            {
+                "id": rowid,
+                "scope_id": r["scope_id"],
+                "entry_id": r["entry_id"],
+                "entry_version_id": r["entry_version_id"],
+                "version": r["version"],
+                "kind": r["kind"],
+                "text": r["text"],
+                "tags": canonical_json(tags) if tags else "[]",
+                "reason": r["reason"],
+                "source_refs": _refs_json(r["source_refs"]),
+                "artifact_refs": _refs_json(r["artifact_refs"]),
+                "content_hash": r["content_hash"],
+                "state": r["state"],
+                "valid_from": revision,
+                "valid_to": r["valid_to"],
+                "created_at": r["created_at"],
+            }
+        )
+        self._revisions.add(
+            {
+                "scope_id": r["scope_id"],
+                "revision": revision,
+                "operation": r["operation"],
+                "entry_id": r["entry_id"],
+                "entry_version_id": r["entry_version_id"],
+                "created_at": r["revision_created_at"],
+            }
+        )
+        active = r["state"] == "active"
+        previous = self._entries.get(r["entry_id"])
+        self._entries[r["entry_id"]] = _Current(
+            revision if previous is None else previous.created_revision,
+            r["entry_version_id"],
+            r["version"],
+            r["state"],
+            r["content_hash"],
+            rowid,
+            # What the search indexes (store/memory.py ``_search_text``).
+            (r["text"] + ("\n" + " ".join(tags) if tags else "")) if active else None,
+        )
+
+    def _artifact_revision(self, r: dict[str, Any]) -> None:
+        rowid = self._artifact_id
+        self._artifact_id += 1
+        self._artifacts.add(
+            {
+                "id": rowid,
+                "scope_id": r["scope_id"],
+                "family": r["family"],
+                "artifact_id": r["artifact_id"],
+                "revision": r["revision"],
+                "content": canonical_json(r["content"]),
+                "source_refs": _refs_json(r["source_refs"]),
+                "artifact_refs": _refs_json(r["artifact_refs"]),
+                "candidate_id": r["candidate_id"],
+                "candidate_version": r["candidate_version"],
+                "created_at": r["created_at"],
+            }
+        )
+        if r["family"] == "experience":
+            self._experience[r["artifact_id"]] = (rowid, r["content"])
+
+    def _artifact_head(self, r: dict[str, Any]) -> None:
+        self._conn.execute(
+            insert(artifact_heads).values(
+                scope_id=r["scope_id"],
+                family=r["family"],
+                artifact_id=r["artifact_id"],
+                revision=r["revision"],
+                updated_at=r["updated_at"],
+            )
+        )
+
+    def _candidate(self, r: dict[str, Any]) -> None:
+        self._conn.execute(
+            insert(candidates).values(
+                scope_id=r["scope_id"],
+                candidate_id=r["candidate_id"],
+                family=r["family"],
+                status=r["status"],
+                version=r["version"],
+                target=None if r["target"] is None else canonical_json(r["target"]),
+                result_artifact=None
+                if r["result_artifact"] is None
+                else canonical_json(r["result_artifact"]),
+                decision_reason=r["decision_reason"],
+                created_at=r["created_at"],
+                updated_at=r["updated_at"],
+            )
+        )
+        self._conn.execute(
+            insert(candidate_versions),
+            [
+                {
+                    "scope_id": r["scope_id"],
+                    "candidate_id": r["candidate_id"],
+                    "version": v["version"],
+                    "proposal": canonical_json(v["proposal"]),
+                    "source_refs": _refs_json(v["source_refs"]),
+                    "artifact_refs": _refs_json(v["artifact_refs"]),
+                    "reason": v["reason"],
+                    "created_at": v["created_at"],
+                }
+                for v in r["versions"]
+            ],
+        )
+
+    def _references(self, r: dict[str, Any]) -> None:
+        self._conn.execute(
+            insert(scope_references).values(
+                scope_id=r["scope_id"],
+                referenced=json.dumps(r["references"]),  # as store/bootstrap.py writes it
+                version=r["version"],
+                updated_at=r["updated_at"],
+            )
+        )
+
+    def _handoff_delivery(self, r: dict[str, Any]) -> None:
+        self._conn.execute(
+            insert(handoff_deliveries).values(
+                scope_id=r["scope_id"], revision=r["revision"], queued_at=r["queued_at"]
+            )
+        )
+
+    def _source_head(self, r: dict[str, Any]) -> None:
+        self._conn.execute(
+            insert(source_heads).values(
+                scope_id=r["scope_id"],
+                last_position=r["last_position"],
+                flush_cursor=r["flush_cursor"],
+            )
+        )
+
+    def _source(self, r: dict[str, Any]) -> None:
+        self._sources.add(
+            {
+                "scope_id": r["scope_id"],
+                "position": r["position"],
+                "source_id": r["source_id"],
+                "name": r["name"],
+                "payload_hash": r["payload_hash"],
+                "content": r["content"],
+                "metadata": None if r["metadata"] is None else canonical_json(r["metadata"]),
+                "created_at": r["created_at"],
+            }
+        )
+
+    def finish(self) -> None:
+        """The rest of the buffered rows, the entries' pointers and the search documents."""
+        for rows in (self._versions, self._revisions, self._artifacts, self._sources):
+            rows.flush()
+        entries = _Rows(self._conn, memory_entries, _BATCH[self._db.backend])
+        documents = []
+        for entry_id, current in self._entries.items():
+            entries.add(
+                {
+                    "scope_id": self.scope_id,
+                    "entry_id": entry_id,
+                    "created_revision": current.created_revision,
+                    "current_version_id": current.version_id,
+                    "current_version": current.version,
+                    "state": current.state,
+                    "content_hash": current.content_hash,
+                }
+            )
+            if current.search_text is not None:
+                documents.append((current.rowid, current.search_text))
+        entries.flush()
+        fulltext = self._db.fulltext
+        # In chunks: a scope's analysed terms held at once would cost hundreds of MB at 100k.
+        documents.sort()
+        for start in range(0, len(documents), _INDEX_CHUNK):
+            chunk = documents[start : start + _INDEX_CHUNK]
+            analysed = [(rowid, self._analyze(text)) for rowid, text in chunk]
+            fulltext.add_many(self._conn, "memory", self.scope_id, analysed)
+        experience = sorted(
+            (rowid, self._analyze(experience_search_text(content)))
+            for rowid, content in self._experience.values()
+        )
+        fulltext.add_many(self._conn, "experience", self.scope_id, experience)
+
+
+def _refs_json(refs: list[Any]) -> str:
+    """Evidence as the stores write it (``dump_refs``: the models' field order)."""
+    return "[]" if not refs else json.dumps(refs, separators=(",", ":"))
+
+
+@contextmanager
+def _large_cache(conn: Connection) -> Iterator[None]:
+    """On SQLite, a page cache large enough for a big scope's index pages while it loads.
+
+    Ids are random, so each new row lands on a random page of each unique index; with the
+    default 2 MiB cache a 100k-entry scope re-read pages for most of its rows (the import
+    slowed from 9k to 6k entries/s between 20k and 100k entries). The connection's own size
+    is restored afterwards: it goes back to the pool.
+    """
+    if conn.dialect.name != "sqlite":
+        yield
+        return
+    driver = sqlite_driver(conn)
+    (before,) = driver.execute("PRAGMA cache_size").fetchone()
+    driver.execute(f"PRAGMA cache_size=-{_IMPORT_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        driver.execute(f"PRAGMA cache_size={int(before)}")
+
+
+def _write_section(
+    db: Database,
+    handle: IO[bytes],
+    section: ScopeSection,
+    analyze: Analyze,
+    progress: Callable[[int], int],
+) -> None:
+    started = progress(0)
+
+    def work(conn: Connection) -> None:
+        progress(started - progress(0))  # a retried attempt starts the count again
+        if _scope_exists(conn, section.scope_id):
+            raise ConflictError(
+                f"scope number {section.index + 1} (line {section.line}) was created in this "
+                "database while the import ran; the scopes before it were imported, and "
+                "running the import again skips them",
+                code="import_conflict",
+                details={"conflicts": [{"scope_index": section.index, "line": section.line}]},
+            )
+        writer = _ScopeWriter(db, conn, analyze)
+        done = 0
+        digest = hashlib.sha256()
+        try:
+            with _large_cache(conn):
+                # Pass 1 checked these very bytes (the digest below proves it), so the records
+                # are written as parsed, without checking each again.
+                for _, raw, record in _raw_records(handle, section):
+                    digest.update(raw)
+                    writer.write(record)
+                    if record["type"] in _PROGRESS_TYPES:
+                        done += 1
+                        if done % 1000 == 0:
+                            progress(1000)
+                writer.finish()
+            changed = digest.hexdigest() != section.raw_digest
+        except Exception:
+            # A record pass 1 would have refused can only come from a file that changed since;
+            # anything else is re-raised as it is.
+            if not _unchanged(handle, section):
+                raise _file_changed(section) from None
+            raise
+        if changed:
+            raise _file_changed(section)  # rolls the scope's transaction back
+        progress(done % 1000)
+
+    db.write(work)
+
+
+def summarize(plan: ImportPlan, *, dry_run: bool = False) -> ImportSummary:
+    new = plan.new
+    counts = zero_counts()
+    for section in new:
+        for key in COUNT_KEYS:
+            counts[key] += section.counts[key]
+    return ImportSummary(
+        scopes=len(plan.sections),
+        imported=len(new),
+        identical=len(plan.sections) - len(new),
+        counts=counts,
+        dry_run=dry_run,
+    )
+
+
+def write_plan(
+    db: Database,
+    handle: IO[bytes],
+    plan: ImportPlan,
+    analyze: Analyze,
+    progress: Progress | None = None,
+) -> None:
+    """Pass 2: write the plan's new scopes, one transaction each."""
+    new = plan.new
+    total = sum(section.counts[key] for section in new for key in PROGRESS_KEYS)
+    written = [0]
+
+    def advance(step: int) -> int:
+        written[0] += step
+        if progress is not None and step:
+            progress(written[0], total)
+        return written[0]
+
+    if progress is not None:
+        progress(0, total)
+    for section in new:
+        _write_section(db, handle, section, analyze, advance)
+
+
+def import_file(
+    db: Database,
+    handle: IO[bytes],
+    analyze: Analyze,
+    *,
+    dry_run: bool = False,
+    check_progress: Progress | None = None,
+    write_progress: Progress | None = None,
+) -> ImportSummary:
+    """Check ``handle`` (a seekable binary file), then import its new scopes."""
+    plan = plan_import(handle, check_progress)
+    check_against(db, handle, plan)
+    if not dry_run:
+        write_plan(db, handle, plan, analyze, write_progress)
+    return summarize(plan, dry_run=dry_run)

@@ -1,0 +1,375 @@
+"""Export and import (issue 19): a scope exported and imported elsewhere is the same scope.
+
+The round trip runs SQLite → SQLite, SQLite → OceanBase and OceanBase → SQLite on a realistic
+scope (tests/support/realistic_scope.py): the prepared packs and the bootstrap pack are byte
+for byte the ones the source gives, exporting the copy gives the same bytes as the original
+export (but for the header's backend), and importing again changes nothing. Bad files — a
+damaged line, another format version, an edited text, a truncated file, records out of
+order — and conflicting scopes are refused with a typed error naming a line, and nothing is
+written.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from powercontext_runtime.composition import Runtime
+from powercontext_runtime.contract.bootstrap import BootstrapContextRequest, NextHandoffRequest
+from powercontext_runtime.contract.common import MemoryCitation, MemoryRef
+from powercontext_runtime.contract.memory import (
+    GetMemoryEntryRequest,
+    ListMemoryChangesRequest,
+    RememberMemoryRequest,
+)
+from powercontext_runtime.errors import ConflictError, InvalidRequestError
+from powercontext_runtime.portability import importer
+from powercontext_runtime.portability.exporter import export
+from powercontext_runtime.portability.importer import import_file
+from powercontext_runtime.search.analyzer import document_terms
+from powercontext_runtime.settings import Settings
+from tests.support.backends import database_url_for
+from tests.support.realistic_scope import EVERYONE, QUERIES, packs, populate
+
+SHOP = "git:example.com/acme/shop"
+LIB = "git:example.com/acme/lib"
+PAIRS = [("sqlite", "sqlite"), ("sqlite", "oceanbase"), ("oceanbase", "sqlite")]
+
+
+def open_runtime(backend: str, request: pytest.FixtureRequest, where: Path) -> Runtime:
+    where.mkdir(parents=True, exist_ok=True)
+    url = database_url_for(backend, request, where)
+    return Runtime.open(Settings.load(env={}, home=where / "home", database_url=url))
+
+
+@pytest.fixture
+def sqlite_pair(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[Runtime, Runtime]]:
+    source = open_runtime("sqlite", request, tmp_path / "source")
+    target = open_runtime("sqlite", request, tmp_path / "target")
+    try:
+        yield source, target
+    finally:
+        source.close()
+        target.close()
+
+
+def exported(rt: Runtime, scopes: list[str] | None = None) -> bytes:
+    out = io.BytesIO()
+    export(rt.db, out, scopes)
+    return out.getvalue()
+
+
+def load(rt: Runtime, data: bytes, **kwargs: Any) -> importer.ImportSummary:
+    return import_file(rt.db, io.BytesIO(data), document_terms, **kwargs)
+
+
+def bootstrap_pack(rt: Runtime, scope: str) -> str | None:
+    queued = rt.bootstrap.next_handoff(NextHandoffRequest(scope_id=scope)).handoff_ref
+    request = BootstrapContextRequest(
+        scope_id=scope,
+        enabled=True,
+        profile="powercontext.scope-bootstrap.v1",
+        lifecycle="startup",
+        integration="codex",
+        handoff_ref=queued,
+    )
+    return rt.bootstrap.bootstrap(request, EVERYONE).content
+
+
+def without_backend(data: bytes) -> bytes:
+    first, rest = data.split(b"\n", 1)
+    header = json.loads(first)
+    header["backend"] = "-"
+    return json.dumps(header, separators=(",", ":")).encode() + b"\n" + rest
+
+
+# -- the round trip ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("source_backend", "target_backend"), PAIRS)
+def test_an_imported_scope_prepares_byte_identical_packs(
+    source_backend: str, target_backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    source = open_runtime(source_backend, request, tmp_path / "source")
+    target = open_runtime(target_backend, request, tmp_path / "target")
+    try:
+        populate(source, SHOP, referenced=(LIB,))
+        populate(source, LIB)
+        data = exported(source)
+        assert exported(source) == data  # deterministic: the same data, the same bytes
+
+        summary = load(target, data)
+        assert (summary.imported, summary.identical) == (2, 0)
+        assert summary.counts["memory_entries"] == 34
+
+        for scope in (SHOP, LIB):
+            before = packs(source, scope)
+            assert packs(target, scope) == before
+            assert sum(1 for pack in before if pack) == len(QUERIES) - 1  # all but unrelated
+        # Bootstrap: tagged entries of the scope and its referenced scope, and the Handoff
+        # queued for the next session, which the import carried over.
+        boot = bootstrap_pack(target, SHOP)
+        assert boot is not None and boot == bootstrap_pack(source, SHOP)
+
+        assert without_backend(exported(target)) == without_backend(data)
+        assert target.stale_indexes() == []
+
+        # Importing again is a no-op: every scope is already there, identically.
+        again = load(target, data)
+        assert (again.imported, again.identical) == (0, 2)
+        assert without_backend(exported(target)) == without_backend(data)
+    finally:
+        source.close()
+        target.close()
+
+
+def test_old_citations_and_history_survive(sqlite_pair: tuple[Runtime, Runtime]) -> None:
+    source, target = sqlite_pair
+    populate(source, SHOP)
+    load(target, exported(source))
+    changes = source.memory.changes(ListMemoryChangesRequest(scope_id=SHOP, limit=1000))
+    assert target.memory.changes(ListMemoryChangesRequest(scope_id=SHOP, limit=1000)) == changes
+    # Every version, cited at the revision that wrote it, reads back the same on the target.
+    for change in changes.changes:
+        citation = MemoryCitation(
+            memory_ref=MemoryRef.at(change.revision),
+            entry_id=change.entry_id,
+            entry_version_id=change.entry_version_id,
+        )
+        request = GetMemoryEntryRequest(scope_id=SHOP, citation=citation)
+        assert target.memory.get(request) == source.memory.get(request)
+
+
+def test_the_imported_scope_takes_new_writes(sqlite_pair: tuple[Runtime, Runtime]) -> None:
+    source, target = sqlite_pair
+    populate(source, SHOP)
+    load(target, exported(source))
+    head = source.memory.changes(ListMemoryChangesRequest(scope_id=SHOP)).memory
+    assert head is not None
+    write = RememberMemoryRequest(
+        scope_id=SHOP, kind="fact", text="Deploys happen on Tuesdays", tags=["deploy"]
+    )
+    written = target.memory.remember(write)
+    assert written.memory.revision == head.revision + 1
+    source.memory.remember(write)
+    # Both heads moved to the same revision; a pack the new entry is not in is the same.
+    assert packs(target, SHOP)[0] == packs(source, SHOP)[0]
+
+
+def test_export_of_chosen_scopes_and_of_an_empty_database(
+    sqlite_pair: tuple[Runtime, Runtime],
+) -> None:
+    source, target = sqlite_pair
+    assert exported(source).count(b"\n") == 1  # the header alone
+    populate(source, SHOP)
+    populate(source, LIB)
+    only = exported(source, [SHOP])
+    assert json.loads(only.split(b"\n", 1)[0])["scopes"] == [SHOP]
+    assert load(target, only).imported == 1
+    assert exported(target, [SHOP]).split(b"\n", 1)[1] == only.split(b"\n", 1)[1]
+    with pytest.raises(Exception) as caught:
+        exported(source, ["git:example.com/acme/none"])
+    assert getattr(caught.value, "code", None) == "scope_not_found"
+    assert "acme/none" not in str(caught.value)
+
+
+# -- refusals: nothing written ---------------------------------------------------------------
+
+
+def test_a_conflicting_scope_refuses_the_whole_import(
+    sqlite_pair: tuple[Runtime, Runtime],
+) -> None:
+    source, target = sqlite_pair
+    populate(source, SHOP)
+    populate(source, LIB)
+    data = exported(source)
+    # The target has the lib scope with other content: nothing of the file may be written,
+    # not even the shop scope the target does not have.
+    target.memory.remember(
+        RememberMemoryRequest(scope_id=LIB, kind="fact", text="a different history")
+    )
+    before = exported(target)
+    with pytest.raises(ConflictError) as caught:
+        load(target, data)
+    assert caught.value.code == "import_conflict"
+    assert caught.value.details == {"conflicts": [{"scope_index": 0, "line": 2}], "count": 1}
+    assert "acme" not in caught.value.message
+    assert exported(target) == before
+
+
+def _lines(data: bytes) -> list[bytes]:
+    return data.splitlines(keepends=True)
+
+
+def _edit(data: bytes, number: int, change: Any) -> bytes:
+    """The export with line ``number`` (1-based) replaced by ``change(record)``."""
+    lines = _lines(data)
+    record = json.loads(lines[number - 1])
+    lines[number - 1] = json.dumps(change(record), ensure_ascii=False).encode() + b"\n"
+    return b"".join(lines)
+
+
+def _find(data: bytes, kind: str, nth: int = 0) -> int:
+    found = [i + 1 for i, line in enumerate(_lines(data)) if f'"type":"{kind}"'.encode() in line]
+    return found[nth]
+
+
+def _text_changed(record: dict[str, Any]) -> dict[str, Any]:
+    return {**record, "text": record["text"] + " (edited)"}
+
+
+def _payload_changed(record: dict[str, Any]) -> dict[str, Any]:
+    return {**record, "content": record["content"] + "!"}
+
+
+def _bad_files(data: bytes) -> dict[str, tuple[bytes, str, int]]:
+    """name: (file, expected error code, expected line)."""
+    lines = _lines(data)
+    version = _find(data, "memory_version", 3)
+    source = _find(data, "source")
+    candidate = _find(data, "candidate")
+    first_version = json.loads(lines[_find(data, "memory_version") - 1])["entry_version_id"]
+    first_candidate = json.loads(lines[candidate - 1])["candidate_id"]
+    return {
+        "damaged line": (
+            b"".join([*lines[: version - 1], lines[version - 1][:40] + b"\n", *lines[version:]]),
+            "import_invalid",
+            version,
+        ),
+        "binary garbage": (
+            b"".join([*lines[:4], b"\xff\xfe\x00garbage\n", *lines[5:]]),
+            "import_invalid",
+            5,
+        ),
+        "newer format version": (
+            _edit(data, 1, lambda r: {**r, "version": 2}),
+            "import_unsupported_version",
+            1,
+        ),
+        "not an export": (b'{"hello": "world"}\n', "import_invalid", 1),
+        "empty file": (b"", "import_invalid", 1),
+        "edited entry text": (_edit(data, version, _text_changed), "import_invalid", version),
+        "edited source": (_edit(data, source, _payload_changed), "import_invalid", source),
+        "truncated file": (b"".join(lines[:-3]), "import_invalid", len(lines) - 2),
+        "unknown field": (
+            _edit(data, candidate, lambda r: {**r, "surprise": True}),
+            "import_invalid",
+            candidate,
+        ),
+        "revision gap": (
+            b"".join([*lines[: version - 1], *lines[version:]]),
+            "import_invalid",
+            version,
+        ),
+        "records out of order": (
+            b"".join(
+                [*lines[:2], lines[candidate - 1], *lines[2 : candidate - 1], *lines[candidate:]]
+            ),
+            "import_invalid",
+            4,
+        ),
+        "blank line": (b"".join([*lines[:3], b"\n", *lines[3:]]), "import_invalid", 4),
+        "duplicate version id": (
+            _edit(data, version, lambda r: {**r, "entry_version_id": first_version}),
+            "import_invalid",
+            version,
+        ),
+        "duplicate candidate id": (
+            _edit(data, candidate + 1, lambda r: {**r, "candidate_id": first_candidate}),
+            "import_invalid",
+            candidate + 1,
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "damaged line",
+        "binary garbage",
+        "newer format version",
+        "not an export",
+        "empty file",
+        "edited entry text",
+        "edited source",
+        "truncated file",
+        "unknown field",
+        "revision gap",
+        "records out of order",
+        "blank line",
+        "duplicate version id",
+        "duplicate candidate id",
+    ],
+)
+def test_a_bad_file_is_refused_and_nothing_is_written(
+    case: str, sqlite_pair: tuple[Runtime, Runtime]
+) -> None:
+    source, target = sqlite_pair
+    populate(source, SHOP)
+    good = exported(source)
+    data, code, line = _bad_files(good)[case]
+    before = exported(target)
+    with pytest.raises(InvalidRequestError) as caught:
+        load(target, data)
+    error = caught.value
+    assert (error.code, error.details["line"]) == (code, line), error.message
+    assert error.message.startswith(f"line {line}") or code == "import_unsupported_version"
+    # No stored text reaches the message: only line numbers, field names and the problem.
+    for text in ("listens", "billing", "数据库", "chatter", "OpenAPI"):
+        assert text not in error.message
+    assert exported(target) == before
+    assert load(target, good).imported == 1  # the good file still imports
+
+
+def test_a_file_that_changes_during_the_import_is_rolled_back(
+    sqlite_pair: tuple[Runtime, Runtime],
+) -> None:
+    source, target = sqlite_pair
+    populate(source, SHOP)
+    populate(source, LIB)
+    handle = io.BytesIO(exported(source))
+    plan = importer.plan_import(handle)
+    importer.check_against(target.db, handle, plan)
+    plan.sections[1].raw_digest = "0" * 64  # as if the second scope's bytes changed since
+    with pytest.raises(InvalidRequestError) as caught:
+        importer.write_plan(target.db, handle, plan, document_terms)
+    assert caught.value.code == "import_file_changed"
+    # The first scope committed in its own transaction; the second was rolled back whole.
+    assert json.loads(exported(target).split(b"\n", 1)[0])["scopes"] == [LIB]
+
+
+def test_a_record_broken_between_the_passes_is_refused_as_a_changed_file(
+    sqlite_pair: tuple[Runtime, Runtime],
+) -> None:
+    source, target = sqlite_pair
+    populate(source, SHOP)
+    data = bytearray(exported(source))
+    handle = io.BytesIO(data)
+    plan = importer.plan_import(handle)
+    importer.check_against(target.db, handle, plan)
+    # Same length, so every offset still holds: a version record without its fields.
+    line = _find(bytes(data), "memory_version", 2)
+    start = sum(len(x) for x in _lines(bytes(data))[: line - 1])
+    length = len(_lines(bytes(data))[line - 1]) - 1
+    broken = b'{"type":"memory_version"}'
+    data[start : start + length] = broken + b" " * (length - len(broken))
+    handle = io.BytesIO(bytes(data))
+    with pytest.raises(InvalidRequestError) as caught:
+        importer.write_plan(target.db, handle, plan, document_terms)
+    assert caught.value.code == "import_file_changed"
+    assert exported(target).count(b"\n") == 1  # nothing was written
+
+
+def test_dry_run_writes_nothing(sqlite_pair: tuple[Runtime, Runtime]) -> None:
+    source, target = sqlite_pair
+    populate(source, SHOP)
+    summary = load(target, exported(source), dry_run=True)
+    assert (summary.dry_run, summary.imported) == (True, 1)
+    assert exported(target).count(b"\n") == 1

@@ -1,0 +1,176 @@
+"""The ``export``, ``import`` and ``migrate`` commands (in process), migrate also to seekdb."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from powercontext_runtime.cli.main import main as cli_main
+from powercontext_runtime.cli.progress import Progress
+from powercontext_runtime.composition import Runtime
+from powercontext_runtime.contract.memory import RememberMemoryRequest
+from powercontext_runtime.settings import Settings
+from tests.support.backends import database_url_for
+from tests.support.realistic_scope import packs, populate
+
+SHOP = "git:example.com/acme/shop"
+LIB = "git:example.com/acme/lib"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    """A data dir whose SQLite database holds two realistic scopes."""
+    home = tmp_path / "home"
+    rt = Runtime.open(Settings.load(env={}, home=home))
+    try:
+        populate(rt, SHOP, referenced=(LIB,))
+        populate(rt, LIB)
+    finally:
+        rt.close()
+    yield home
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        code = cli_main(list(args))
+    except SystemExit as exc:  # usage errors exit 2 through argparse's path
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_export_to_a_file_then_import(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "scopes.jsonl"
+    code, stdout, stderr = run(capsys, "export", "--data-dir", str(home), "-o", str(out), "--json")
+    assert code == 0, stderr
+    report = json.loads(stdout)
+    assert report["scopes"] == 2 and report["counts"]["memory_entries"] == 34
+    assert report["bytes"] == out.stat().st_size
+    assert out.stat().st_mode & 0o777 == 0o600
+    assert stderr == ""  # --json: no progress lines
+
+    code, _, stderr = run(capsys, "export", "--data-dir", str(home), "-o", str(out))
+    assert code == 1 and "pass --force" in stderr and "(output_exists)" in stderr
+    code, stdout, _ = run(capsys, "export", "--data-dir", str(home), "-o", str(out), "--force")
+    assert code == 0 and stdout.startswith("exported 2 scope(s) to ")
+
+    other = tmp_path / "other"
+    code, stdout, stderr = run(capsys, "import", str(out), "--data-dir", str(other))
+    assert code == 0, stderr
+    assert stdout.startswith("imported 2 of 2 scope(s): 34 memory entries (42 versions)")
+    assert "checked " in stderr and "imported " in stderr  # progress lines (not a TTY)
+    code, stdout, _ = run(capsys, "import", str(out), "--data-dir", str(other), "--json")
+    assert code == 0 and json.loads(stdout)["identical"] == 2
+
+    code, stdout, _ = run(
+        capsys, "import", str(out), "--data-dir", str(tmp_path / "dry"), "--dry-run"
+    )
+    assert code == 0 and stdout.startswith("would import 2 of 2 scope(s)")
+
+
+def test_bad_arguments_and_files(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, stderr = run(
+        capsys, "import", str(tmp_path / "missing.jsonl"), "--data-dir", str(home)
+    )
+    assert code == 2 and "no such file" in stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format":"powercontext.export","version":7}\n')
+    code, _, stderr = run(capsys, "import", str(bad), "--data-dir", str(home), "--json")
+    assert code == 1
+    error = json.loads(stderr)["error"]
+    assert error["code"] == "import_unsupported_version"
+    assert error["details"] == {"line": 1, "field": "version", "supported": [1]}
+    code, _, stderr = run(
+        capsys, "export", "--data-dir", str(home), "--scope", "nope", "-o", str(tmp_path / "x")
+    )
+    assert code == 1 and "(scope_not_found; scope_index=0)" in stderr and "nope" not in stderr
+    assert not (tmp_path / "x").exists()
+    code, _, stderr = run(
+        capsys, "export", "--data-dir", str(tmp_path / "empty"), "-o", str(tmp_path / "y")
+    )
+    assert code == 1 and "(database_not_found)" in stderr
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "oceanbase"])
+def test_migrate_copies_and_verifies(
+    backend: str,
+    home: Path,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = database_url_for(backend, request, tmp_path)
+    code, stdout, stderr = run(capsys, "migrate", "--data-dir", str(home), "--to", url, "--json")
+    assert code == 0, stderr
+    report = json.loads(stdout)
+    assert (report["scopes"], report["imported"], report["identical"]) == (2, 2, 0)
+    assert report["counts"]["source"] == report["counts"]["target"]
+    assert report["verified"] == {"counts": True, "records": 2, "packs": 12, "pack_mismatches": 0}
+    assert not list(home.glob(".powercontext-migrate-*"))  # the temporary export is gone
+
+    source = Runtime.open(Settings.load(env={}, home=home))
+    target = Runtime.open(Settings.load(env={}, home=tmp_path / "t", database_url=url))
+    try:
+        assert packs(target, SHOP) == packs(source, SHOP)
+        # Migrating again is safe: everything is there, identically.
+        code, stdout, stderr = run(capsys, "migrate", "--data-dir", str(home), "--to", url)
+        assert code == 0, stderr
+        assert stdout.startswith("migrated 0 of 2 scope(s)") and "(2 were already there" in stdout
+        assert "verified: counts match; 2 scope(s) with identical records" in stdout
+        # A target whose copy of a scope has moved on refuses the migration.
+        target.memory.remember(RememberMemoryRequest(scope_id=LIB, kind="fact", text="new"))
+        code, _, stderr = run(capsys, "migrate", "--data-dir", str(home), "--to", url, "--json")
+        assert code == 1
+        assert json.loads(stderr.splitlines()[-1])["error"]["code"] == "import_conflict"
+    finally:
+        source.close()
+        target.close()
+
+
+def test_migrate_never_shows_the_password(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = "mysql+pymysql://root:hunter2@127.0.0.1:1/none?charset=utf8mb4"
+    code, stdout, stderr = run(capsys, "migrate", "--data-dir", str(home), "--to", url)
+    assert code == 1
+    assert "hunter2" not in stdout + stderr
+    assert "target database" in stderr
+    code, _, stderr = run(
+        capsys, "migrate", "--data-dir", str(home), "--to", f"sqlite:///{home / 'powercontext.db'}"
+    )
+    assert code == 1 and "is the database being migrated" in stderr
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_a_bar_on_a_terminal_and_tenths_elsewhere() -> None:
+    tty = _Terminal()
+    bar = Progress(tty, quiet=False, label="importing", done_label="imported", unit="records")
+    for done in (0, 5_000, 10_000):
+        bar(done, 10_000)
+    bar(10_000, 10_000)  # a repeated final call draws nothing more
+    frames = tty.getvalue().split("\r")[1:]
+    assert frames[0] == "importing [------------------------------] 0/10,000 records"
+    assert frames[1].startswith("importing [###############---------------] 5,000/10,000")
+    assert frames[-1] == "importing [##############################] 10,000/10,000 records\n"
+    assert len(frames) == 3
+
+    plain = io.StringIO()
+    lines = Progress(plain, quiet=False, label="importing", done_label="imported", unit="records")
+    for done in range(0, 10_001, 500):
+        lines(done, 10_000)
+    assert plain.getvalue().splitlines() == [
+        f"imported {n}/10000 records" for n in range(0, 10_001, 1000)
+    ]
+    quiet = io.StringIO()
+    Progress(quiet, quiet=True)(1, 2)
+    assert quiet.getvalue() == ""
