@@ -28,6 +28,7 @@ RETIRE = "/v1/memory/entries/retire"
 CHANGES = "/v1/memory/changes"
 SOURCES = "/v1/sources/content"
 PREPARE = "/v1/context/prepare"
+EXPLAIN = "/v1/context/explain"
 FLUSH = "/v1/memory/flush"
 BOOTSTRAP = "/v1/context/bootstrap"
 RECEIPTS = "/v1/context/bootstrap/receipts"
@@ -56,8 +57,8 @@ REVIEW_PATHS = (PROPOSE_EXPERIENCE, GET_EXPERIENCE, LIST_EXPERIENCES, PROPOSE_SK
                 LIST_SKILLS, CANDIDATES_LIST, CANDIDATES_GET, CANDIDATES_APPROVE,
                 CANDIDATES_REJECT, CANDIDATES_REVISE)
 
-POST_PATHS = (REMEMBER, SEARCH, GET, LIST, REVISE, RETIRE, CHANGES, SOURCES, PREPARE, FLUSH,
-              *REVIEW_PATHS, *BOOTSTRAP_PATHS)
+POST_PATHS = (REMEMBER, SEARCH, GET, LIST, REVISE, RETIRE, CHANGES, SOURCES, PREPARE, EXPLAIN,
+              FLUSH, *REVIEW_PATHS, *BOOTSTRAP_PATHS)
 
 
 #: The hook command of each plugin, as its console script runs it (``<module> hook <name>``).
@@ -117,6 +118,7 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
         CHANGES: {"scope_id": scope_id},
         SOURCES: {"scope_id": scope_id, "source_id": "src-1", "content": "captured"},
         PREPARE: {"scope_id": scope_id, "query": "valid query"},
+        EXPLAIN: {"scope_id": scope_id, "query": "valid query"},
         FLUSH: {"scope_id": scope_id},
         BOOTSTRAP: {"scope_id": scope_id, "enabled": True,
                     "profile": "powercontext.scope-bootstrap.v1", "lifecycle": "startup",

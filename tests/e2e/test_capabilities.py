@@ -21,6 +21,7 @@ from tests.e2e.helpers import (
     CANDIDATES_REJECT,
     CANDIDATES_REVISE,
     CHANGES,
+    EXPLAIN,
     FLUSH,
     GET,
     GET_EXPERIENCE,
@@ -57,8 +58,8 @@ pytestmark = pytest.mark.e2e
 
 JSON = {"content-type": "application/json"}
 NEEDS = {
-    PREPARE: "read", BOOTSTRAP: "read", RECEIPTS: "read", SEARCH: "read", GET: "read",
-    LIST: "read", CHANGES: "read", GET_EXPERIENCE: "read", GET_SKILL: "read",
+    PREPARE: "read", EXPLAIN: "read", BOOTSTRAP: "read", RECEIPTS: "read", SEARCH: "read",
+    GET: "read", LIST: "read", CHANGES: "read", GET_EXPERIENCE: "read", GET_SKILL: "read",
     LIST_EXPERIENCES: "read", LIST_SKILLS: "read",
     CANDIDATES_LIST: "read", CANDIDATES_GET: "read", HANDOFF_GET: "read", REFS_GET: "read",
     HANDOFF_NEXT: "read",

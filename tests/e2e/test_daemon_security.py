@@ -29,6 +29,7 @@ from tests.e2e.helpers import (
     CANDIDATES_REJECT,
     CANDIDATES_REVISE,
     CHANGES,
+    EXPLAIN,
     FLUSH,
     GET,
     GET_EXPERIENCE,
@@ -170,6 +171,7 @@ OVER_LIMIT: dict[str, dict[str, Any]] = {
     REFS_SET: {"references": [f"s{i}" for i in range(33)], "expected_version": -1},
     REFS_GET: {"scope_id": "s" * 257},
     PREPARE: {"query": "q" * 8193, "max_bytes": 511, "bootstrap_receipt_id": "r" * 129},
+    EXPLAIN: {"query": "q" * 8193, "max_bytes": 32769, "bootstrap_receipt_id": ""},
     PROPOSE_EXPERIENCE: {"proposal": {"situation": "s" * 8001, "action": "a", "outcome": "o",
                                       "lesson": "l"},
                          "source_refs": [{"name": "content", "source_id": f"s{i}"}
@@ -223,6 +225,7 @@ OPTIONAL_INTEGERS: dict[str, dict[str, Any]] = {
     LIST: {"limit": 10},
     SEARCH: {"limit": 10},
     PREPARE: {"max_bytes": 4096},
+    EXPLAIN: {"max_bytes": 4096},
     FLUSH: {"max_sources": 10},
     HANDOFF_COMMIT: {"base": {"family": "handoff", "artifact_id": "handoff", "revision": 1}},
     PROPOSE_EXPERIENCE: {"artifact_refs": [memory_ref(1)]},

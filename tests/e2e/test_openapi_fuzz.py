@@ -35,6 +35,7 @@ from tests.e2e.helpers import (
     CANDIDATES_REJECT,
     CANDIDATES_REVISE,
     CHANGES,
+    EXPLAIN,
     FLUSH,
     GET,
     GET_EXPERIENCE,
@@ -200,6 +201,8 @@ def test_successful_answers_of_every_operation_match_the_document(module_daemon:
     call(SOURCES, {**valid[SOURCES], "metadata": {"host": "codex", "turn": 1}})
     call(FLUSH, {"scope_id": scope})
     call(PREPARE, {"scope_id": scope, "query": "what do I run before pushing?"})
+    explained = call(EXPLAIN, {"scope_id": scope, "query": "what do I run before pushing?"})
+    assert explained["pack"]["status"] == "ready", explained
 
     # Review inbox: revise and approve an experience, reject one skill and approve another.
     experience = call(PROPOSE_EXPERIENCE, valid[PROPOSE_EXPERIENCE])

@@ -171,10 +171,10 @@ def test_prepare_context_is_hybrid_and_respects_bootstrap_dedup_path(semantic: R
     assert semantic.semantic is not None
     semantic.semantic.embed_pending()
     principal = Principal.unrestricted()
-    prepared, query = semantic.context.prepare_reporting(
+    prepared, mode, *_ = semantic.context.prepare_reporting(
         PrepareContextRequest(scope_id=SCOPE, query="我们的持续集成流水线坏了"), principal
     )
-    assert query.mode == "hybrid" and prepared.status == "ready"
+    assert mode == "hybrid" and prepared.status == "ready"
     assert CI in (prepared.content or "") and PAYMENTS not in (prepared.content or "")
 
 
@@ -194,11 +194,11 @@ def test_a_pack_admits_one_vector_only_item_where_a_search_admits_all(
     assert sorted(h.text for h in found.hits) == sorted([CI, cache])
     assert {h.matched_by for h in found.hits} == {"vector"}
     principal = Principal.unrestricted()
-    prepared, query = semantic.context.prepare_reporting(
+    prepared, mode, *_ = semantic.context.prepare_reporting(
         PrepareContextRequest(scope_id=SCOPE, query=question), principal
     )
     content = prepared.content or ""
-    assert query.mode == "hybrid" and prepared.status == "ready"
+    assert mode == "hybrid" and prepared.status == "ready"
     assert (CI in content) != (cache in content)  # exactly one of the two
     # The pack's floor is its own setting: above every candidate, the pack is empty while
     # the search still answers (a second topic keeps the question's cosine below 1).
@@ -206,7 +206,7 @@ def test_a_pack_admits_one_vector_only_item_where_a_search_admits_all(
     other = Runtime.open(strict)
     mixed = "持续集成流水线，还有支付"
     try:
-        empty, _ = other.context.prepare_reporting(
+        empty, *_ = other.context.prepare_reporting(
             PrepareContextRequest(scope_id=SCOPE, query=mixed), principal
         )
         assert empty.status == "empty"
@@ -501,3 +501,31 @@ def test_local_model_recalls_across_languages(tmp_path: Path, local_embedder) ->
         assert _search(rt, "banana bread recipe").hits == []
     finally:
         rt.close()
+
+
+def test_explain_names_the_vector_channel_and_the_one_vector_only_place(
+    semantic: Runtime,
+) -> None:
+    """``explain_context`` with the semantic channel: the same pack as prepare, each candidate
+    with its vector rank and cosine, and the candidate the pack's one vector-only place left
+    out said to be exactly that."""
+    from powercontext_runtime.services.explain import explain
+
+    cache = "Pipeline caches live in .cache/ci; the pipeline restores them before tests"
+    _remember(semantic, CI)
+    _remember(semantic, cache)
+    assert semantic.semantic is not None
+    semantic.semantic.embed_pending()
+    request = PrepareContextRequest(scope_id=SCOPE, query="持续集成流水线")
+    principal = Principal.unrestricted()
+    answer = explain(semantic.context, request, principal)
+    assert answer.mode == "hybrid"
+    pack = semantic.context.prepare(request, principal)
+    assert answer.pack.model_dump(by_alias=True) == pack.to_wire()
+    by_outcome = {c.outcome: c for c in answer.candidates}
+    assert set(by_outcome) == {"taken", "vector_only_cap"}
+    taken, capped = by_outcome["taken"], by_outcome["vector_only_cap"]
+    assert taken.matched_by == "vector" and taken.vector is not None
+    assert taken.vector.decision == "admitted" and taken.lexical is None
+    assert capped.vector is not None and capped.vector.decision == "over_cap"
+    assert capped.floor == "below" and capped.pack_position is None

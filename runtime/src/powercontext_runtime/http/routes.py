@@ -14,7 +14,11 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..composition import Runtime
-from ..contract.context import PrepareContextRequest, PreparedContextResponse
+from ..contract.context import (
+    ExplainContextResponse,
+    PrepareContextRequest,
+    PreparedContextResponse,
+)
 from ..contract.flush import FlushMemoryRequest, FlushMemoryResponse
 from ..contract.memory import (
     CaptureSourceRequest,
@@ -35,6 +39,7 @@ from ..contract.memory import (
 from ..contract.system import Capabilities, ErrorEnvelope, Liveness, Readiness
 from ..errors import UnavailableError
 from ..metrics import CONTENT_TYPE
+from ..services.explain import explain
 from .middleware import report
 
 __all__ = ["error_responses", "router", "scoped_runtime"]
@@ -193,6 +198,23 @@ async def prepare_context(body: PrepareContextRequest, request: Request) -> JSON
     # ``response_model`` (≈ 50 µs a prompt); the builder's output is the contract already
     # (property-tested), and ``response_model`` still documents it in the OpenAPI.
     return JSONResponse(pack.to_wire(), headers=headers)
+
+
+@router.post(
+    "/v1/context/explain",
+    operation_id="explain_context",
+    tags=["context"],
+    responses=_SCOPED,
+)
+def explain_context(body: PrepareContextRequest, request: Request) -> ExplainContextResponse:
+    """The pack `prepare_context` returns for the same request (`pack`, byte for byte: the
+    same searches and builder run) and why each candidate was taken, truncated or left out:
+    the channel that found it, its rank and score, whether it cleared the relevance floor,
+    the budget left, the limit that cut it, a bootstrap receipt's de-duplication. Scores
+    appear here, never in the pack. Nothing is stored or captured, and no pack is counted
+    in the metrics. For the web console's Pack inspector; not an MCP tool."""
+    runtime = scoped_runtime(request, body.scope_id)
+    return explain(runtime.context, body, request.state.principal)
 
 
 @router.post(

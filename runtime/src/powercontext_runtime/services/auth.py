@@ -41,6 +41,8 @@ OPERATION_CAPABILITIES: dict[str, Capability | None] = {
     "get_metrics": "read",
     # Reading, and the context packs the host integrations deliver.
     "prepare_context": "read",
+    # The same pack and why (scores included): what prepare_context shows, nothing more.
+    "explain_context": "read",
     "bootstrap_context": "read",
     "record_bootstrap_receipt": "read",
     "search_memory": "read",

@@ -52,6 +52,7 @@ from ._sqlite import sqlite_driver
 from .database import Database, now_ms
 from .fulltext import read_frequencies
 from .schema import memory_entries, memory_heads, memory_revisions, memory_versions
+from .tracing import LexicalTrace, trace_lexical
 
 __all__ = ["MemoryStore", "SearchResult"]
 
@@ -355,11 +356,14 @@ class MemoryStore:
         terms: Sequence[str],
         limit: int,
         exclude_versions: frozenset[str] = frozenset(),
+        trace: LexicalTrace | None = None,
     ) -> SearchResult:
         """Rank the head's active entries; head and index are read in one snapshot.
 
         ``exclude_versions`` (entry version ids) are removed before ranking and the limit, so
         they neither crowd out other candidates nor count as relevant (bootstrap de-dup).
+        ``trace`` (``explain_context``) is filled with why candidates were or were not
+        returned; the result is the same with or without it.
         """
         with self._db.read() as conn:
             head = self._head(conn, scope_id)
@@ -372,11 +376,19 @@ class MemoryStore:
             candidates = self._db.fulltext.match(
                 conn, "memory", scope_id, plan.retrieval_terms, plan.candidate_limit
             )
+            retrieved = len(candidates)
+            delivered: list[scoring.Document] = []
             if exclude_versions:
                 excluded = self._rowids(conn, scope_id, exclude_versions)
+                if trace is not None:
+                    delivered = [c for c in candidates if c[0] in excluded]
                 candidates = [c for c in candidates if c[0] not in excluded]
-            ranked = scoring.top(scoring.rank(plan, candidates), limit)
+            assessed: list[scoring.Assessed] | None = [] if trace is not None else None
+            admitted = scoring.rank(plan, candidates, assessed)
+            ranked = scoring.top(admitted, limit)
             if not ranked:
+                if trace is not None:
+                    self._trace(conn, trace, scope_id, plan, retrieved, assessed, [], [], delivered)
                 return SearchResult(head, [])
             # By primary key only: adding ``scope_id`` to the statement lets SQLite pick the
             # (scope_id, entry_version_id) index and scan the whole scope.
@@ -385,11 +397,16 @@ class MemoryStore:
                 for row in self._versions_by_id(conn, [r.rowid for r in ranked])
                 if row[1] == scope_id
             }
-        # Final order: score, then entry id by byte order (ties at the cut were all kept).
-        ordered = sorted(
-            (r for r in ranked if r.rowid in rows),
-            key=lambda r: (-r.score, rows[r.rowid][2].encode("utf-8")),
-        )[:limit]
+            # Final order: score, then entry id by byte order (ties at the cut were all kept).
+            ordered = sorted(
+                (r for r in ranked if r.rowid in rows),
+                key=lambda r: (-r.score, rows[r.rowid][2].encode("utf-8")),
+            )[:limit]
+            if trace is not None:
+                hits = [r.rowid for r in ordered]
+                self._trace(
+                    conn, trace, scope_id, plan, retrieved, assessed, admitted, hits, delivered
+                )
         return SearchResult(
             head,
             [
@@ -397,6 +414,37 @@ class MemoryStore:
                 for r in ordered
             ],
         )
+
+    def _trace(
+        self,
+        conn: Connection,
+        trace: LexicalTrace,
+        scope_id: str,
+        plan: scoring.QueryPlan,
+        retrieved: int,
+        assessed: list[scoring.Assessed] | None,
+        admitted: list[scoring.Ranked],
+        hits: list[int],
+        delivered: list[scoring.Document],
+    ) -> None:
+        """Explain a search (``explain_context`` only): the delivered versions are ranked on
+        their own to say whether they would have been admitted; rows come by primary key."""
+        would: list[scoring.Assessed] = []
+        if delivered:
+            scoring.rank(plan, delivered, would)
+        if admitted:  # final order for ties, as the search orders them
+            scores = {r.rowid: r for r in admitted}
+            admitted = [scores[rowid] for rowid in hits] + [
+                r for r in admitted if r.rowid not in set(hits)
+            ]
+
+        def rows(ids: list[int]) -> dict[int, tuple[str, str, str]]:
+            if not ids:
+                return {}
+            found = self._versions_by_id(conn, ids)
+            return {row[0]: (row[2], row[3], row[4]) for row in found if row[1] == scope_id}
+
+        trace_lexical(trace, plan, retrieved, assessed or [], admitted, hits, would, rows)
 
     @staticmethod
     def _rowids(conn: Connection, scope_id: str, version_ids: frozenset[str]) -> set[int]:
