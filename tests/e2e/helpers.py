@@ -23,6 +23,7 @@ REMEMBER = "/v1/memory/remember"
 SEARCH = "/v1/memory/search"
 GET = "/v1/memory/entries/get"
 LIST = "/v1/memory/entries/list"
+VERSIONS = "/v1/memory/entries/versions"
 REVISE = "/v1/memory/entries/revise"
 RETIRE = "/v1/memory/entries/retire"
 CHANGES = "/v1/memory/changes"
@@ -57,8 +58,8 @@ REVIEW_PATHS = (PROPOSE_EXPERIENCE, GET_EXPERIENCE, LIST_EXPERIENCES, PROPOSE_SK
                 LIST_SKILLS, CANDIDATES_LIST, CANDIDATES_GET, CANDIDATES_APPROVE,
                 CANDIDATES_REJECT, CANDIDATES_REVISE)
 
-POST_PATHS = (REMEMBER, SEARCH, GET, LIST, REVISE, RETIRE, CHANGES, SOURCES, PREPARE, EXPLAIN,
-              FLUSH, *REVIEW_PATHS, *BOOTSTRAP_PATHS)
+POST_PATHS = (REMEMBER, SEARCH, GET, LIST, VERSIONS, REVISE, RETIRE, CHANGES, SOURCES, PREPARE,
+              EXPLAIN, FLUSH, *REVIEW_PATHS, *BOOTSTRAP_PATHS)
 
 
 #: The hook command of each plugin, as its console script runs it (``<module> hook <name>``).
@@ -113,6 +114,7 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
         SEARCH: {"scope_id": scope_id, "query": "valid query"},
         GET: {"scope_id": scope_id, "citation": cited},
         LIST: {"scope_id": scope_id},
+        VERSIONS: {"scope_id": scope_id, "entry_id": "mem_ent_doesnotexist"},
         REVISE: {"scope_id": scope_id, "citation": cited, "text": "new text"},
         RETIRE: {"scope_id": scope_id, "citation": cited},
         CHANGES: {"scope_id": scope_id},

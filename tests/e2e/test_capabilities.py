@@ -45,6 +45,7 @@ from tests.e2e.helpers import (
     REVISE,
     SEARCH,
     SOURCES,
+    VERSIONS,
     assert_envelope,
     cli_json,
     create_token,
@@ -59,8 +60,8 @@ pytestmark = pytest.mark.e2e
 JSON = {"content-type": "application/json"}
 NEEDS = {
     PREPARE: "read", EXPLAIN: "read", BOOTSTRAP: "read", RECEIPTS: "read", SEARCH: "read",
-    GET: "read", LIST: "read", CHANGES: "read", GET_EXPERIENCE: "read", GET_SKILL: "read",
-    LIST_EXPERIENCES: "read", LIST_SKILLS: "read",
+    GET: "read", LIST: "read", VERSIONS: "read", CHANGES: "read", GET_EXPERIENCE: "read",
+    GET_SKILL: "read", LIST_EXPERIENCES: "read", LIST_SKILLS: "read",
     CANDIDATES_LIST: "read", CANDIDATES_GET: "read", HANDOFF_GET: "read", REFS_GET: "read",
     HANDOFF_NEXT: "read",
     REMEMBER: "write", REVISE: "write", RETIRE: "write", SOURCES: "write", FLUSH: "write",

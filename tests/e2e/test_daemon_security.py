@@ -53,6 +53,7 @@ from tests.e2e.helpers import (
     REVISE,
     SEARCH,
     SOURCES,
+    VERSIONS,
     assert_envelope,
     create_token,
     memory_ref,
@@ -153,7 +154,9 @@ OVER_LIMIT: dict[str, dict[str, Any]] = {
     SEARCH: {"query": "q" * 8193, "limit": 51},
     GET: {"citation": {"memory_ref": memory_ref(1), "entry_id": "e" * 129,
                        "entry_version_id": "v"}},
-    LIST: {"limit": 101, "cursor": "c" * 513},
+    LIST: {"limit": 101, "cursor": "c" * 513, "kind": "k" * 129, "tag": "Bad Tag",
+           "state": "retired"},
+    VERSIONS: {"limit": 101, "cursor": "c" * 513, "entry_id": "e" * 129},
     REVISE: {"text": "x" * 8193},
     RETIRE: {"reason": "r" * 513},
     CHANGES: {"limit": 1001},
@@ -223,6 +226,7 @@ OPTIONAL_INTEGERS: dict[str, dict[str, Any]] = {
     LIST_EXPERIENCES: {"limit": 10},
     LIST_SKILLS: {"limit": 10},
     LIST: {"limit": 10},
+    VERSIONS: {"limit": 10},
     SEARCH: {"limit": 10},
     PREPARE: {"max_bytes": 4096},
     EXPLAIN: {"max_bytes": 4096},
@@ -293,6 +297,9 @@ def _bad_variants(path: str, scope: str) -> list[tuple[str, bytes]]:
             ("unknown source name", _dumps({**valid, "source_refs": [{"name": "x",
                                                                       "source_id": "a"}]})),
         ]  # fmt: skip
+    if path == LIST:
+        both = {**valid, "state": "any", "include_inactive": True}
+        variants.append(("state with include_inactive", _dumps(both)))
     if path == REVISE:
         no_change = {k: v for k, v in valid.items() if k != "text"}
         variants.append(("revise without a change", _dumps(no_change)))
@@ -306,7 +313,7 @@ def _bad_variants(path: str, scope: str) -> list[tuple[str, bytes]]:
             own = {**valid, "source_id": f"src-{number}"}
             raw = _with_raw(own, "metadata", b'{"n": [' + number.encode() + b"]}")
             variants.append((f"metadata number {number}", raw))
-    if path in (LIST, LIST_EXPERIENCES, LIST_SKILLS):
+    if path in (LIST, VERSIONS, LIST_EXPERIENCES, LIST_SKILLS):
         for forged in ([True, "a"], [2**70, "a"], [1, "\ud800"], [1.5, "a"], {"a": 1}):
             cursor = _b64(json.dumps(forged))
             variants.append((f"forged cursor {forged!r}", _dumps({**valid, "cursor": cursor})))

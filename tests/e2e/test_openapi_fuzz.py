@@ -58,6 +58,7 @@ from tests.e2e.helpers import (
     REVISE,
     SEARCH,
     SOURCES,
+    VERSIONS,
     new_scope,
     valid_bodies,
 )
@@ -193,11 +194,14 @@ def test_successful_answers_of_every_operation_match_the_document(module_daemon:
     assert [hit["citation"] for hit in hits] == [entry["citation"]]
     call(GET, {"scope_id": scope, "citation": entry["citation"]})
     call(LIST, {"scope_id": scope, "include_inactive": True})
+    call(LIST, {"scope_id": scope, "kind": "fact", "tag": "bootstrap-context", "state": "any"})
     revised = call(
         REVISE,
         {"scope_id": scope, "citation": entry["citation"], "text": "Run make lint before pushing"},
     )["entry"]
     call(CHANGES, {"scope_id": scope})
+    history = call(VERSIONS, {"scope_id": scope, "entry_id": entry["citation"]["entry_id"]})
+    assert [v["version"] for v in history["versions"]] == [2, 1], history
     call(SOURCES, {**valid[SOURCES], "metadata": {"host": "codex", "turn": 1}})
     call(FLUSH, {"scope_id": scope})
     call(PREPARE, {"scope_id": scope, "query": "what do I run before pushing?"})

@@ -51,6 +51,7 @@ def test_openapi_is_served_and_strict(api: TestClient) -> None:
         op["operationId"] for path in document["paths"].values() for op in path.values()
     }
     assert {"remember_memory", "search_memory", "get_memory_entry", "list_memory_entries",
+            "list_memory_entry_versions",
             "revise_memory_entry", "retire_memory_entry", "list_memory_changes",
             "capture_content_source", "get_capabilities", "get_metrics", "get_liveness",
             "get_readiness", "get_health", "prepare_context", "explain_context",

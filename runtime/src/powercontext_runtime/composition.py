@@ -106,6 +106,9 @@ class Runtime:
             if not service.index_is_consistent():
                 count = service.reindex()
                 _log.info("search_index_rebuilt", extra={"operation": name, "count": count})
+        if not self.memory.facets_are_consistent():  # e.g. the first start after an upgrade
+            count = self.memory.rebuild_facets()
+            _log.info("search_index_rebuilt", extra={"operation": "memory_facets", "count": count})
 
     def _indexed(self) -> tuple[tuple[str, MemoryService | ReviewService], ...]:
         """Every derived search index, by family."""
@@ -113,7 +116,9 @@ class Runtime:
 
     def reindex(self) -> dict[str, int]:
         """Rebuild every derived search index from the authoritative tables."""
-        return {name: service.reindex() for name, service in self._indexed()}
+        counts = {name: service.reindex() for name, service in self._indexed()}
+        counts["memory_facets"] = self.memory.rebuild_facets()
+        return counts
 
     @property
     def search_modes(self) -> list[str]:
@@ -138,7 +143,10 @@ class Runtime:
         return self.semantic.backfill(progress)
 
     def stale_indexes(self) -> list[str]:
-        return [name for name, service in self._indexed() if not service.index_is_consistent()]
+        stale = [name for name, service in self._indexed() if not service.index_is_consistent()]
+        if not self.memory.facets_are_consistent():
+            stale.append("memory_facets")
+        return stale
 
     def ensure_local_token(self) -> bool:
         """Make sure the operator's and the agent's local token files are valid (auth on);

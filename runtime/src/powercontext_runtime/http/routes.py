@@ -26,8 +26,10 @@ from ..contract.memory import (
     GetMemoryEntryRequest,
     ListMemoryChangesRequest,
     ListMemoryEntriesRequest,
+    ListMemoryEntryVersionsRequest,
     MemoryChanges,
     MemoryEntry,
+    MemoryEntryHistory,
     MemoryEntryList,
     MemoryWriteResult,
     RememberMemoryRequest,
@@ -246,7 +248,24 @@ def get_memory_entry(body: GetMemoryEntryRequest, request: Request) -> MemoryEnt
     responses=_SCOPED,
 )
 def list_memory_entries(body: ListMemoryEntriesRequest, request: Request) -> MemoryEntryList:
+    """The head's entries in creation order, paged; optionally only those of one `state`,
+    `kind` and/or `tag` (each answered from an index, never a scan of the scope)."""
     return scoped_runtime(request, body.scope_id).memory.list(body)
+
+
+@router.post(
+    "/v1/memory/entries/versions",
+    operation_id="list_memory_entry_versions",
+    tags=["memory"],
+    responses=error_responses(401, 403, 404, 413, 422, 503),
+)
+def list_memory_entry_versions(
+    body: ListMemoryEntryVersionsRequest, request: Request
+) -> MemoryEntryHistory:
+    """An entry's immutable versions, newest first, each with its exact citation (the
+    revision it was written in: `get_memory_entry` re-reads it byte for byte), what made it,
+    and the revisions it was current in. 404 `memory_not_found` for an unknown entry."""
+    return scoped_runtime(request, body.scope_id).memory.versions(body)
 
 
 @router.post(

@@ -48,6 +48,7 @@ OPERATION_CAPABILITIES: dict[str, Capability | None] = {
     "search_memory": "read",
     "get_memory_entry": "read",
     "list_memory_entries": "read",
+    "list_memory_entry_versions": "read",
     "list_memory_changes": "read",
     "get_experience": "read",
     "list_experiences": "read",

@@ -18,8 +18,10 @@ from ..contract.memory import (
     GetMemoryEntryRequest,
     ListMemoryChangesRequest,
     ListMemoryEntriesRequest,
+    ListMemoryEntryVersionsRequest,
     MemoryChanges,
     MemoryEntry,
+    MemoryEntryHistory,
     MemoryEntryList,
     MemoryWriteResult,
     RememberMemoryRequest,
@@ -115,6 +117,9 @@ class MemoryService:
 
     def list(self, req: ListMemoryEntriesRequest) -> MemoryEntryList:
         return self._store.list(req)
+
+    def versions(self, req: ListMemoryEntryVersionsRequest) -> MemoryEntryHistory:
+        return self._store.versions(req)
 
     def changes(self, req: ListMemoryChangesRequest) -> MemoryChanges:
         return self._store.changes(req)
@@ -239,3 +244,9 @@ class MemoryService:
 
     def index_is_consistent(self) -> bool:
         return self._store.index_is_consistent()
+
+    def facets_are_consistent(self) -> bool:
+        return self._store.facets_are_consistent()
+
+    def rebuild_facets(self) -> int:
+        return self._store.rebuild_facets()
