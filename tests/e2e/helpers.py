@@ -33,6 +33,8 @@ EXPLAIN = "/v1/context/explain"
 FLUSH = "/v1/memory/flush"
 BOOTSTRAP = "/v1/context/bootstrap"
 RECEIPTS = "/v1/context/bootstrap/receipts"
+OVERVIEW = "/v1/context/bootstrap/overview"
+ACTIVITY = "/v1/activity/get"
 HANDOFF_COMMIT = "/v1/handoff/commit"
 HANDOFF_GET = "/v1/handoff/get"
 HANDOFF_NEXT = "/v1/handoff/next"
@@ -40,8 +42,8 @@ HANDOFF_WITHDRAW = "/v1/handoff/withdraw"
 REFS_SET = "/v1/scopes/references/set"
 REFS_GET = "/v1/scopes/references/get"
 BOOTSTRAP_PATHS = (
-    BOOTSTRAP, RECEIPTS, HANDOFF_COMMIT, HANDOFF_GET, HANDOFF_NEXT, HANDOFF_WITHDRAW, REFS_SET,
-    REFS_GET,
+    BOOTSTRAP, RECEIPTS, OVERVIEW, HANDOFF_COMMIT, HANDOFF_GET, HANDOFF_NEXT, HANDOFF_WITHDRAW,
+    REFS_SET, REFS_GET,
 )  # fmt: skip
 PROPOSE_EXPERIENCE = "/v1/experience/propose"
 GET_EXPERIENCE = "/v1/experience/get"
@@ -59,7 +61,7 @@ REVIEW_PATHS = (PROPOSE_EXPERIENCE, GET_EXPERIENCE, LIST_EXPERIENCES, PROPOSE_SK
                 CANDIDATES_REJECT, CANDIDATES_REVISE)
 
 POST_PATHS = (REMEMBER, SEARCH, GET, LIST, VERSIONS, REVISE, RETIRE, CHANGES, SOURCES, PREPARE,
-              EXPLAIN, FLUSH, *REVIEW_PATHS, *BOOTSTRAP_PATHS)
+              EXPLAIN, FLUSH, ACTIVITY, *REVIEW_PATHS, *BOOTSTRAP_PATHS)
 
 
 #: The hook command of each plugin, as its console script runs it (``<module> hook <name>``).
@@ -126,6 +128,8 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
                     "profile": "powercontext.scope-bootstrap.v1", "lifecycle": "startup",
                     "integration": "codex"},
         RECEIPTS: {"scope_id": scope_id, "receipt_id": "rcpt_doesnotexist", "state": "injected"},
+        OVERVIEW: {"scope_id": scope_id},
+        ACTIVITY: {"scope_id": scope_id},
         HANDOFF_COMMIT: {"scope_id": scope_id, "base": None,
                          "content": {"schema": "powercontext.handoff.v1", "objective": "o",
                                      "state": ["s"], "disposition": "continuable"}},

@@ -14,6 +14,7 @@ import pytest
 from powercontext_runtime.client import PowerContextClient
 from powercontext_runtime.errors import ForbiddenError
 from tests.e2e.helpers import (
+    ACTIVITY,
     BOOTSTRAP,
     CANDIDATES_APPROVE,
     CANDIDATES_GET,
@@ -33,6 +34,7 @@ from tests.e2e.helpers import (
     LIST,
     LIST_EXPERIENCES,
     LIST_SKILLS,
+    OVERVIEW,
     POST_PATHS,
     PREPARE,
     PROPOSE_EXPERIENCE,
@@ -63,7 +65,7 @@ NEEDS = {
     GET: "read", LIST: "read", VERSIONS: "read", CHANGES: "read", GET_EXPERIENCE: "read",
     GET_SKILL: "read", LIST_EXPERIENCES: "read", LIST_SKILLS: "read",
     CANDIDATES_LIST: "read", CANDIDATES_GET: "read", HANDOFF_GET: "read", REFS_GET: "read",
-    HANDOFF_NEXT: "read",
+    HANDOFF_NEXT: "read", OVERVIEW: "read", ACTIVITY: "read",
     REMEMBER: "write", REVISE: "write", RETIRE: "write", SOURCES: "write", FLUSH: "write",
     HANDOFF_COMMIT: "write", HANDOFF_WITHDRAW: "write",
     PROPOSE_EXPERIENCE: "propose", PROPOSE_SKILL: "propose",

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from tests.e2e.helpers import (
+    ACTIVITY,
     BOOTSTRAP,
     CANDIDATES_APPROVE,
     CANDIDATES_GET,
@@ -41,6 +42,7 @@ from tests.e2e.helpers import (
     LIST,
     LIST_EXPERIENCES,
     LIST_SKILLS,
+    OVERVIEW,
     POST_PATHS,
     PREPARE,
     PROPOSE_EXPERIENCE,
@@ -166,6 +168,8 @@ OVER_LIMIT: dict[str, dict[str, Any]] = {
     BOOTSTRAP: {"max_bytes": 8193, "lifecycle": "reboot", "integration": "Codex!",
                 "profile": "powercontext.scope-bootstrap.v2", "event_id": "e" * 257},
     RECEIPTS: {"state": "pending", "receipt_id": "r" * 129},
+    OVERVIEW: {"receipts": 101, "handoffs": 51},
+    ACTIVITY: {"days": 91, "utc_offset_minutes": 841},
     HANDOFF_COMMIT: {"content": {"schema": "powercontext.handoff.v1", "objective": "o" * 8193,
                                  "state": [], "disposition": "paused"}},
     HANDOFF_GET: {"artifact": {"family": "handoff", "artifact_id": "other", "revision": 1}},
@@ -221,6 +225,8 @@ OPTIONAL_INTEGERS: dict[str, dict[str, Any]] = {
     SOURCES: {"metadata": {"n": 1}},
     BOOTSTRAP: {"handoff_ref": {"family": "handoff", "artifact_id": "handoff", "revision": 1}},
     REFS_SET: {"expected_version": 0},
+    OVERVIEW: {"receipts": 5, "handoffs": 2},
+    ACTIVITY: {"days": 7, "utc_offset_minutes": -300},
     CANDIDATES_GET: {"version": 1},
     CANDIDATES_LIST: {"limit": 10},
     LIST_EXPERIENCES: {"limit": 10},

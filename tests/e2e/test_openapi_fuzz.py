@@ -28,6 +28,7 @@ import schemathesis
 from schemathesis import Case, CheckContext, Response
 
 from tests.e2e.helpers import (
+    ACTIVITY,
     BOOTSTRAP,
     CANDIDATES_APPROVE,
     CANDIDATES_GET,
@@ -47,6 +48,7 @@ from tests.e2e.helpers import (
     LIST,
     LIST_EXPERIENCES,
     LIST_SKILLS,
+    OVERVIEW,
     PREPARE,
     PROPOSE_EXPERIENCE,
     PROPOSE_SKILL,
@@ -256,6 +258,10 @@ def test_successful_answers_of_every_operation_match_the_document(module_daemon:
         RECEIPTS,
         {"scope_id": scope, "receipt_id": pack["receipt"]["receipt_id"], "state": "injected"},
     )
+    shown = call(OVERVIEW, {"scope_id": scope, "receipts": 5})
+    assert [r["state"] for r in shown["receipts"]] == ["injected"], shown
+    counted = call(ACTIVITY, {"scope_id": scope, "days": 2, "utc_offset_minutes": 60})
+    assert counted["totals"]["flush_runs"] == 1, counted
     call(RETIRE, {"scope_id": scope, "citation": revised["citation"], "reason": "obsolete"})
 
     # A new operation fails here until the walk covers it.

@@ -60,7 +60,8 @@ def test_openapi_is_served_and_strict(api: TestClient) -> None:
             "list_artifact_candidates", "get_artifact_candidate",
             "approve_artifact_candidate", "reject_artifact_candidate",
             "revise_artifact_candidate", "flush_memory", "bootstrap_context",
-            "record_bootstrap_receipt", "commit_handoff", "get_handoff", "next_handoff",
+            "record_bootstrap_receipt", "get_bootstrap_overview", "get_activity",
+            "commit_handoff", "get_handoff", "next_handoff",
             "withdraw_handoff",
             "set_context_references", "get_context_references"} == operation_ids
     for name, schema in document["components"]["schemas"].items():

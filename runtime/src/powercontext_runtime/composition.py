@@ -18,6 +18,7 @@ from .extraction.openai_compatible import OpenAICompatibleExtractor
 from .files import secure_data_dir
 from .search.analyzer import document_terms
 from .search.fusion import Admission
+from .services.activity import ActivityService
 from .services.auth import Authenticator, ensure_local_tokens
 from .services.bootstrap import BootstrapService
 from .services.context import ContextService
@@ -26,6 +27,7 @@ from .services.memory import MemoryService
 from .services.review import ReviewService
 from .services.semantic import EmbeddingWorker, SemanticChannel
 from .settings import ConfigError, Settings
+from .store.activity import ActivityStore
 from .store.bootstrap import BootstrapStore
 from .store.database import Database
 from .store.flush import FlushStore
@@ -51,6 +53,7 @@ class Runtime:
     sources: SourceStore
     tokens: TokenStore
     authenticator: Authenticator
+    activity: ActivityService
     #: The semantic recall channel; None unless ``POWERCONTEXT_EMBEDDINGS`` configures it.
     semantic: SemanticChannel | None = None
 
@@ -82,6 +85,7 @@ class Runtime:
             sources=SourceStore(db),
             tokens=tokens,
             authenticator=Authenticator(tokens),
+            activity=ActivityService(ActivityStore(db)),
             semantic=semantic,
         )
         if prepare:

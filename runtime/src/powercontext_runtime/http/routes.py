@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..composition import Runtime
+from ..contract.activity import ActivityResponse, GetActivityRequest, PackCount, PackCounts
 from ..contract.context import (
     ExplainContextResponse,
     PrepareContextRequest,
@@ -40,8 +41,9 @@ from ..contract.memory import (
 )
 from ..contract.system import Capabilities, ErrorEnvelope, Liveness, Readiness
 from ..errors import UnavailableError
-from ..metrics import CONTENT_TYPE
+from ..metrics import CONTENT_TYPE, Metrics
 from ..services.explain import explain
+from ..store._records import iso_time
 from .middleware import report
 
 __all__ = ["error_responses", "router", "scoped_runtime"]
@@ -315,3 +317,23 @@ def flush_memory(body: FlushMemoryRequest, request: Request) -> FlushMemoryRespo
 )
 def capture_content_source(body: CaptureSourceRequest, request: Request) -> CaptureSourceResponse:
     return scoped_runtime(request, body.scope_id).sources.capture(body)
+
+
+@router.post("/v1/activity/get", operation_id="get_activity", tags=["system"], responses=_SCOPED)
+def get_activity(body: GetActivityRequest, request: Request) -> ActivityResponse:
+    """What happened in a scope, by day, counts only (never content): prompts captured,
+    flush runs and the entries they added, Memory writes by operation, bootstrap receipts by
+    state; the capture journal and Memory now; and the daemon's pack counters since it
+    started (every scope: a prepared pack is never written down). For the web console."""
+    runtime = scoped_runtime(request, body.scope_id)
+    metrics: Metrics = request.app.state.metrics
+    packs = PackCounts(
+        scope="daemon",
+        since=iso_time(int(metrics.started_at * 1000)),
+        counts=[
+            PackCount(operation=op, status=status, mode=mode, reason=reason, count=count)  # type: ignore[arg-type]
+            for op, status, mode, reason, count in metrics.pack_counts()
+            if op in ("prepare_context", "bootstrap_context")
+        ],
+    )
+    return runtime.activity.activity(body, packs)

@@ -59,6 +59,9 @@ OPERATION_CAPABILITIES: dict[str, Capability | None] = {
     "get_handoff": "read",
     "next_handoff": "read",
     "get_context_references": "read",
+    # The web console's Bootstrap and Activity pages: curated content, states and counts.
+    "get_bootstrap_overview": "read",
+    "get_activity": "read",
     # Direct writes: Memory, captured sources, Handoff.
     "remember_memory": "write",
     "revise_memory_entry": "write",

@@ -159,6 +159,23 @@ sources = Table(
     Column("metadata", Text, nullable=True),
     Column("created_at", BigInteger, nullable=False),
     UniqueConstraint("scope_id", "source_id", name="uq_sources_source_id"),
+    # Prompts captured by day (the console's Activity page): a covering index range.
+    Index("ix_sources_created", "scope_id", "created_at"),
+    **_TABLE_OPTIONS,
+)
+
+# One row per flush that processed sources (an idle flush writes nothing): counts only, never
+# content. Written in the flush's own transaction, with its cursor. For the Activity page.
+flush_runs = Table(
+    "flush_runs",
+    metadata,
+    Column("scope_id", String(256), primary_key=True),
+    Column("to_cursor", Integer, primary_key=True, autoincrement=False),  # where it moved it
+    Column("from_cursor", Integer, nullable=False),
+    Column("sources", Integer, nullable=False),  # sources processed
+    Column("entries", Integer, nullable=False),  # Memory entries it added (duplicates: none)
+    Column("created_at", BigInteger, nullable=False),
+    Index("ix_flush_runs_created", "scope_id", "created_at"),
     **_TABLE_OPTIONS,
 )
 
@@ -290,6 +307,9 @@ bootstrap_receipts = Table(
     Column("expires_at", BigInteger, nullable=False),
     UniqueConstraint("event_key", name="uq_bootstrap_receipts_event"),
     Index("ix_bootstrap_receipts_expiry", "expires_at"),
+    # A scope's recent receipts and their states by day (the console's Bootstrap and
+    # Activity pages).
+    Index("ix_bootstrap_receipts_scope", "scope_id", "created_at", "state"),
     **_TABLE_OPTIONS,
 )
 
