@@ -278,6 +278,7 @@ class Target:
     description: str
     pid: int | None = None  # the daemon's process id when it runs on this machine
     home: Path | None = None  # a self-started daemon's data dir
+    log: Path | None = None  # a self-started daemon's stderr (its access log, JSON lines)
 
     def client(self, timeout: float = 60) -> httpx.Client:
         """A keep-alive client: connection setup must not be part of any timed request."""
@@ -351,7 +352,7 @@ def local_daemon(
             if embeddings != "off":
                 where += f", embeddings {embeddings}"
             description = f"self-started daemon ({backend}, {where})"
-            yield Target(url, token, description, process.pid, home)
+            yield Target(url, token, description, process.pid, home, log)
             if process.poll() is not None:
                 raise BenchError("daemon died during the run:\n" + log.read_text()[-2000:])
         finally:

@@ -23,14 +23,18 @@ REMEMBER = "/v1/memory/remember"
 SEARCH = "/v1/memory/search"
 GET = "/v1/memory/entries/get"
 LIST = "/v1/memory/entries/list"
+VERSIONS = "/v1/memory/entries/versions"
 REVISE = "/v1/memory/entries/revise"
 RETIRE = "/v1/memory/entries/retire"
 CHANGES = "/v1/memory/changes"
 SOURCES = "/v1/sources/content"
 PREPARE = "/v1/context/prepare"
+EXPLAIN = "/v1/context/explain"
 FLUSH = "/v1/memory/flush"
 BOOTSTRAP = "/v1/context/bootstrap"
 RECEIPTS = "/v1/context/bootstrap/receipts"
+OVERVIEW = "/v1/context/bootstrap/overview"
+ACTIVITY = "/v1/activity/get"
 HANDOFF_COMMIT = "/v1/handoff/commit"
 HANDOFF_GET = "/v1/handoff/get"
 HANDOFF_NEXT = "/v1/handoff/next"
@@ -38,8 +42,8 @@ HANDOFF_WITHDRAW = "/v1/handoff/withdraw"
 REFS_SET = "/v1/scopes/references/set"
 REFS_GET = "/v1/scopes/references/get"
 BOOTSTRAP_PATHS = (
-    BOOTSTRAP, RECEIPTS, HANDOFF_COMMIT, HANDOFF_GET, HANDOFF_NEXT, HANDOFF_WITHDRAW, REFS_SET,
-    REFS_GET,
+    BOOTSTRAP, RECEIPTS, OVERVIEW, HANDOFF_COMMIT, HANDOFF_GET, HANDOFF_NEXT, HANDOFF_WITHDRAW,
+    REFS_SET, REFS_GET,
 )  # fmt: skip
 PROPOSE_EXPERIENCE = "/v1/experience/propose"
 GET_EXPERIENCE = "/v1/experience/get"
@@ -56,8 +60,8 @@ REVIEW_PATHS = (PROPOSE_EXPERIENCE, GET_EXPERIENCE, LIST_EXPERIENCES, PROPOSE_SK
                 LIST_SKILLS, CANDIDATES_LIST, CANDIDATES_GET, CANDIDATES_APPROVE,
                 CANDIDATES_REJECT, CANDIDATES_REVISE)
 
-POST_PATHS = (REMEMBER, SEARCH, GET, LIST, REVISE, RETIRE, CHANGES, SOURCES, PREPARE, FLUSH,
-              *REVIEW_PATHS, *BOOTSTRAP_PATHS)
+POST_PATHS = (REMEMBER, SEARCH, GET, LIST, VERSIONS, REVISE, RETIRE, CHANGES, SOURCES, PREPARE,
+              EXPLAIN, FLUSH, ACTIVITY, *REVIEW_PATHS, *BOOTSTRAP_PATHS)
 
 
 #: The hook command of each plugin, as its console script runs it (``<module> hook <name>``).
@@ -112,16 +116,20 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
         SEARCH: {"scope_id": scope_id, "query": "valid query"},
         GET: {"scope_id": scope_id, "citation": cited},
         LIST: {"scope_id": scope_id},
+        VERSIONS: {"scope_id": scope_id, "entry_id": "mem_ent_doesnotexist"},
         REVISE: {"scope_id": scope_id, "citation": cited, "text": "new text"},
         RETIRE: {"scope_id": scope_id, "citation": cited},
         CHANGES: {"scope_id": scope_id},
         SOURCES: {"scope_id": scope_id, "source_id": "src-1", "content": "captured"},
         PREPARE: {"scope_id": scope_id, "query": "valid query"},
+        EXPLAIN: {"scope_id": scope_id, "query": "valid query"},
         FLUSH: {"scope_id": scope_id},
         BOOTSTRAP: {"scope_id": scope_id, "enabled": True,
                     "profile": "powercontext.scope-bootstrap.v1", "lifecycle": "startup",
                     "integration": "codex"},
         RECEIPTS: {"scope_id": scope_id, "receipt_id": "rcpt_doesnotexist", "state": "injected"},
+        OVERVIEW: {"scope_id": scope_id},
+        ACTIVITY: {"scope_id": scope_id},
         HANDOFF_COMMIT: {"scope_id": scope_id, "base": None,
                          "content": {"schema": "powercontext.handoff.v1", "objective": "o",
                                      "state": ["s"], "disposition": "continuable"}},

@@ -14,6 +14,7 @@ import pytest
 from powercontext_runtime.client import PowerContextClient
 from powercontext_runtime.errors import ForbiddenError
 from tests.e2e.helpers import (
+    ACTIVITY,
     BOOTSTRAP,
     CANDIDATES_APPROVE,
     CANDIDATES_GET,
@@ -21,6 +22,7 @@ from tests.e2e.helpers import (
     CANDIDATES_REJECT,
     CANDIDATES_REVISE,
     CHANGES,
+    EXPLAIN,
     FLUSH,
     GET,
     GET_EXPERIENCE,
@@ -32,6 +34,7 @@ from tests.e2e.helpers import (
     LIST,
     LIST_EXPERIENCES,
     LIST_SKILLS,
+    OVERVIEW,
     POST_PATHS,
     PREPARE,
     PROPOSE_EXPERIENCE,
@@ -44,6 +47,7 @@ from tests.e2e.helpers import (
     REVISE,
     SEARCH,
     SOURCES,
+    VERSIONS,
     assert_envelope,
     cli_json,
     create_token,
@@ -57,11 +61,11 @@ pytestmark = pytest.mark.e2e
 
 JSON = {"content-type": "application/json"}
 NEEDS = {
-    PREPARE: "read", BOOTSTRAP: "read", RECEIPTS: "read", SEARCH: "read", GET: "read",
-    LIST: "read", CHANGES: "read", GET_EXPERIENCE: "read", GET_SKILL: "read",
-    LIST_EXPERIENCES: "read", LIST_SKILLS: "read",
+    PREPARE: "read", EXPLAIN: "read", BOOTSTRAP: "read", RECEIPTS: "read", SEARCH: "read",
+    GET: "read", LIST: "read", VERSIONS: "read", CHANGES: "read", GET_EXPERIENCE: "read",
+    GET_SKILL: "read", LIST_EXPERIENCES: "read", LIST_SKILLS: "read",
     CANDIDATES_LIST: "read", CANDIDATES_GET: "read", HANDOFF_GET: "read", REFS_GET: "read",
-    HANDOFF_NEXT: "read",
+    HANDOFF_NEXT: "read", OVERVIEW: "read", ACTIVITY: "read",
     REMEMBER: "write", REVISE: "write", RETIRE: "write", SOURCES: "write", FLUSH: "write",
     HANDOFF_COMMIT: "write", HANDOFF_WITHDRAW: "write",
     PROPOSE_EXPERIENCE: "propose", PROPOSE_SKILL: "propose",

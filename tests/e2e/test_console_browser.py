@@ -1,8 +1,9 @@
 """The web console end to end: a real ``powercontext serve`` process, a real headless Chromium.
 
 One walk through what a reviewer does — log in, approve a candidate, watch a conflict when
-someone else acted first, inspect the pack a prompt would get — plus the language toggle and
-logout. Every wait is on the page's DOM. The screenshots in docs/ui.md come from this run:
+someone else acted first, inspect the pack a prompt would get and why — plus the language
+toggle and logout; Memory's search, filters and history; the Bootstrap and Activity pages.
+Every wait is on the page's DOM. The screenshots in docs/ui.md come from this run:
 ``POWERCONTEXT_UI_SCREENSHOTS=docs/images`` (``make ui-screenshots``) copies them there.
 """
 
@@ -19,12 +20,19 @@ import httpx
 import pytest
 
 from tests.e2e.helpers import (
+    BOOTSTRAP,
     CANDIDATES_GET,
     CANDIDATES_REVISE,
+    EXPLAIN,
+    FLUSH,
+    HANDOFF_COMMIT,
     PREPARE,
     PROPOSE_EXPERIENCE,
+    RECEIPTS,
+    REFS_SET,
     REVISE,
     SOURCES,
+    VERSIONS,
     create_token,
     remember,
 )
@@ -175,6 +183,15 @@ def test_review_a_candidate_watch_a_conflict_and_inspect_a_pack(
         assert "of 2048 bytes" in browser.element("#pack-bytes").text
         assert len(browser.driver.find_elements("css selector", "#pack-items tbody tr")) >= 1
         browser.screenshot(shots / "console-pack.png")
+        # Why: every candidate of the server's explanation, the taken ones first.
+        why = http.post(EXPLAIN, json={"scope_id": SCOPE, "query": PROMPT, "max_bytes": 2048})
+        assert why.status_code == 200 and why.json()["pack"] == pack
+        rows = browser.driver.find_elements("css selector", "#why-table tbody tr")
+        assert [r.get_attribute("data-outcome") for r in rows] == [
+            c["outcome"] for c in why.json()["candidates"]
+        ]
+        assert "taken" in browser.element("#why-table tbody tr[data-outcome=taken]").text
+        assert "Memory search:" in browser.element("#why-facts").text
 
         # Chinese, then back; then log out.
         browser.click("#lang-toggle")
@@ -259,3 +276,118 @@ def test_a_wrong_token_stays_on_the_login_page(daemon: Daemon, browser: Browser)
     # The one console message is the browser's note of the refused login (a 401).
     notes = browser.console_errors(http_errors=True)
     assert len(notes) == 1 and "/ui/login" in notes[0] and "401" in notes[0], notes
+
+
+def seed_pages(http: httpx.Client, agent: httpx.Client) -> dict[str, Any]:
+    """Entries of several kinds and tags (one revised), captured prompts flushed into Memory,
+    a Handoff, a reference and a delivered bootstrap pack: what the Bootstrap and Activity
+    pages show."""
+    ci = remember(http, SCOPE, "CI runs the contract tests on SQLite and seekdb",
+                  kind="decision", tags=["ci"])["entry"]  # fmt: skip
+    remember(http, SCOPE, "CI caches live in .cache/ci", kind="fact", tags=["ci"])
+    revised = http.post(REVISE, json={"scope_id": SCOPE, "citation": ci["citation"],
+                                      "text": ci["text"] + " before every merge"})  # fmt: skip
+    assert revised.status_code == 200, revised.text
+    tagged = remember(http, SCOPE, "Start each session by reading docs/ui.md",
+                      kind="convention", tags=["bootstrap-context"])["entry"]  # fmt: skip
+    remember(http, SCOPE, "ghp_not-a-real-secret", kind="github_token",
+             tags=["bootstrap-context"])  # fmt: skip
+    for n in range(3):
+        captured = http.post(SOURCES, json={"scope_id": SCOPE, "source_id": f"page-prompt-{n}",
+                                            "content": f"remember: console page fact {n}"})
+        assert captured.status_code == 202, captured.text
+    assert http.post(FLUSH, json={"scope_id": SCOPE}).json()["status"] == "processed"
+    handoff = http.post(HANDOFF_COMMIT, json={
+        "scope_id": SCOPE, "base": None,
+        "content": {"schema": "powercontext.handoff.v1", "objective": "Finish the console",
+                    "state": ["explain shown"], "disposition": "continuable"}})  # fmt: skip
+    assert handoff.status_code == 200, handoff.text
+    lib = "git:github.com/acme/lib"
+    remember(http, lib, "The lib keeps its public API stable", tags=["bootstrap-context"])
+    assert http.post(REFS_SET, json={"scope_id": SCOPE, "references": [lib]}).status_code == 200
+    pack = agent.post(BOOTSTRAP, json={
+        "scope_id": SCOPE, "enabled": True, "profile": "powercontext.scope-bootstrap.v1",
+        "lifecycle": "startup", "integration": "codex", "event_id": "browser-session",
+        "handoff_ref": handoff.json()["reference"]}).json()  # fmt: skip
+    claimed = agent.post(RECEIPTS, json={"scope_id": SCOPE, "state": "injected",
+                                         "receipt_id": pack["receipt"]["receipt_id"]})
+    assert claimed.status_code == 200, claimed.text
+    assert http.post(PREPARE, json={"scope_id": SCOPE, "query": "CI contract tests"}).status_code
+    return {"ci": ci, "tagged": tagged, "pack": pack}
+
+
+def test_filters_history_bootstrap_and_activity(
+    daemon: Daemon, browser: Browser, shots: Path
+) -> None:
+    with daemon.client() as http, daemon.client(daemon.agent_token) as agent:
+        seeded = seed_pages(http, agent)
+        ci = seeded["ci"]
+        log_in(browser, daemon.token)
+        use_scope(browser)
+
+        # Memory: filter by tag and kind on the server, then an entry's history.
+        browser.click("#nav-memory")
+        browser.element("#entry-list")
+        browser.type("#memory-tag", "ci")
+        browser.type("#memory-kind", "decision")
+        browser.click("#memory-filter")
+        browser.text_in("#memory-results", "filtered")
+        shown = browser.driver.find_elements("css selector", "#entry-list button.entry")
+        assert [b.get_attribute("data-entry") for b in shown] == [ci["citation"]["entry_id"]]
+        entry_id = ci["citation"]["entry_id"]
+        browser.click(f'button.entry[data-entry="{entry_id}"]')
+        browser.element('#entry-history li[data-version="1"]')
+        history = http.post(VERSIONS, json={"scope_id": SCOPE, "entry_id": entry_id}).json()
+        items = browser.driver.find_elements("css selector", "#entry-history li[data-version]")
+        assert [i.get_attribute("data-version") for i in items] == ["2", "1"]
+        for item, version in zip(items, history["versions"], strict=True):
+            assert version["citation"]["entry_version_id"] in item.text
+        browser.driver.execute_script("document.getElementById('history-title').scrollIntoView()")
+        browser.screenshot(shots / "console-memory-history.png")
+        browser.click('button.show-version[data-version="1"]')
+        browser.wait(lambda d: browser.element("#entry-text").get_attribute("textContent")
+                     == ci["text"])  # fmt: skip
+        assert ci["citation"]["entry_version_id"] in browser.element("#entry-citation").text
+
+        # Bootstrap: the tagged entries as bootstrap reads them, a secret kind excluded, the
+        # queued handoff, the receipt the hooks claimed (no content in it).
+        browser.click("#nav-bootstrap")
+        browser.element("#bootstrap-tagged")
+        tagged_id = seeded["tagged"]["citation"]["entry_id"]
+        tagged = browser.element(f'#bootstrap-tagged tr[data-entry="{tagged_id}"]')
+        assert tagged.get_attribute("data-eligible") == "true"
+        assert "secret kind" in browser.element('#bootstrap-tagged tr[data-eligible="false"]').text
+        assert "git:github.com/acme/lib" in browser.element("#bootstrap-references").text
+        receipt = browser.element('#bootstrap-receipts tr[data-state="injected"]')
+        assert "codex" in receipt.text
+        browser.click('button.show-handoff[data-revision="1"]')
+        assert "Finish the console" in browser.element("#handoff-content pre").text
+        browser.screenshot(shots / "console-bootstrap.png")
+
+        # The Pack inspector's why, on a tight budget: taken, over the budget, below the floor.
+        browser.click("#nav-pack")
+        browser.type("#pack-prompt", "Which CI contract tests and caches run before a merge?")
+        browser.type("#pack-max", "900")
+        browser.click("#pack-run")
+        browser.element("#why-table tbody tr")
+        outcomes = {r.get_attribute("data-outcome")
+                    for r in browser.driver.find_elements("css selector", "#why-table tbody tr")}
+        assert "taken" in outcomes and len(outcomes) >= 2, outcomes
+        browser.driver.execute_script("document.getElementById('why-title').scrollIntoView()")
+        browser.screenshot(shots / "console-pack-why.png")
+
+        # Activity: counts by day, and the daemon's recall outcomes.
+        browser.click("#nav-activity")
+        totals = browser.element("#activity-totals")
+        assert browser.element('#activity-totals [data-count="flush_runs"]').text == "1"
+        assert int(browser.element('#activity-totals [data-count="prompts_captured"]').text) >= 3
+        assert "Flush runs" in totals.text
+        browser.element('#activity-packs tr[data-operation="prepare_context"]')
+        browser.screenshot(shots / "console-activity.png")
+        browser.click("#lang-toggle")
+        browser.text_in("#activity-title", "活动")
+        browser.text_in("#activity-totals", "整理次数")
+        browser.screenshot(shots / "console-activity-zh.png")
+        browser.click("#lang-toggle")
+        browser.text_in("#activity-title", "Activity")
+        assert browser.console_errors() == []

@@ -229,7 +229,8 @@ def _check_sqlite_file(database_url: str) -> None:
 
 
 def _index_state(backend: str, database_url: str) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of the derived search index and of ``search_terms``, in a stable order."""
+    """Every row of the derived search index, of ``search_terms`` and of ``memory_facets``,
+    in a stable order."""
     if backend == "sqlite":
         documents = {
             family: f"SELECT id, terms, repeats FROM {family}_search_docs"
@@ -263,6 +264,15 @@ def _index_state(backend: str, database_url: str) -> dict[str, list[tuple[Any, .
             state["search_terms"] = sorted(
                 tuple(row)
                 for row in conn.execute(text("SELECT scope_id, family, term, df FROM search_terms"))
+            )
+            state["memory_facets"] = sorted(
+                tuple(row)
+                for row in conn.execute(
+                    text(
+                        "SELECT scope_id, facet, value, created_revision, entry_id, state"
+                        " FROM memory_facets"
+                    )
+                )
             )
     finally:
         engine.dispose()
@@ -446,7 +456,11 @@ def test_sigkill_under_write_load_loses_no_acknowledged_write(
 
     rebuilt_counts = _fresh_rebuild(home, database_url)
     rebuilt = _index_state(backend, database_url)
-    assert rebuilt_counts == {"memory": sum(active_counts), "experience": 0}
+    assert rebuilt_counts == {
+        "memory": sum(active_counts),
+        "experience": 0,
+        "memory_facets": len({row[4] for row in rebuilt["memory_facets"]}),  # every entry's
+    }
     assert set(after_crash) == set(after_restart) == set(rebuilt)
     for table, rows in rebuilt.items():
         assert after_crash[table] == rows, f"{table} as the crash left it differs from a rebuild"

@@ -204,3 +204,37 @@ def test_async_client_full_flow_and_typed_errors(module_daemon: Daemon) -> None:
             assert forbidden.value.code == "scope_forbidden"
 
     asyncio.run(scenario())
+
+
+def test_clients_read_the_console_operations(module_daemon: Daemon) -> None:
+    scope = new_scope("console-ops")
+    with PowerContextClient(module_daemon.url, token=module_daemon.token) as client:
+        written = client.remember_memory(
+            scope_id=scope, kind="decision", text="Run make lint before pushing", tags=["ci"]
+        )
+        client.revise_memory_entry(
+            scope_id=scope, citation=written.entry.citation, text="Run make lint first"
+        )
+        explained = client.explain_context(scope_id=scope, query="should I run make lint?")
+        pack = client.prepare_context(scope_id=scope, query="should I run make lint?")
+        assert explained.pack == pack and explained.candidates[0].outcome == "taken"
+        listed = client.list_memory_entries(scope_id=scope, kind="decision", tag="ci")
+        assert [e.text for e in listed.entries] == ["Run make lint first"]
+        history = client.list_memory_entry_versions(
+            scope_id=scope, entry_id=written.entry.citation.entry_id
+        )
+        assert [v.version for v in history.versions] == [2, 1]
+        assert client.get_bootstrap_overview(scope_id=scope).scopes[0].status == "read"
+        assert client.get_activity(scope_id=scope, days=2).totals.remembered == 1
+
+    async def scenario() -> None:
+        async with AsyncPowerContextClient(module_daemon.url, token=module_daemon.token) as aio:
+            history = await aio.list_memory_entry_versions(
+                scope_id=scope, entry_id=written.entry.citation.entry_id
+            )
+            assert len(history.versions) == 2
+            assert (await aio.get_activity(scope_id=scope)).memory.active == 1
+            assert (await aio.explain_context(scope_id=scope, query="lint")).pack.status
+            assert (await aio.get_bootstrap_overview(scope_id=scope)).receipts == []
+
+    asyncio.run(scenario())

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from tests.e2e.helpers import (
+    ACTIVITY,
     BOOTSTRAP,
     CANDIDATES_APPROVE,
     CANDIDATES_GET,
@@ -29,6 +30,7 @@ from tests.e2e.helpers import (
     CANDIDATES_REJECT,
     CANDIDATES_REVISE,
     CHANGES,
+    EXPLAIN,
     FLUSH,
     GET,
     GET_EXPERIENCE,
@@ -40,6 +42,7 @@ from tests.e2e.helpers import (
     LIST,
     LIST_EXPERIENCES,
     LIST_SKILLS,
+    OVERVIEW,
     POST_PATHS,
     PREPARE,
     PROPOSE_EXPERIENCE,
@@ -52,6 +55,7 @@ from tests.e2e.helpers import (
     REVISE,
     SEARCH,
     SOURCES,
+    VERSIONS,
     assert_envelope,
     create_token,
     memory_ref,
@@ -152,7 +156,9 @@ OVER_LIMIT: dict[str, dict[str, Any]] = {
     SEARCH: {"query": "q" * 8193, "limit": 51},
     GET: {"citation": {"memory_ref": memory_ref(1), "entry_id": "e" * 129,
                        "entry_version_id": "v"}},
-    LIST: {"limit": 101, "cursor": "c" * 513},
+    LIST: {"limit": 101, "cursor": "c" * 513, "kind": "k" * 129, "tag": "Bad Tag",
+           "state": "retired"},
+    VERSIONS: {"limit": 101, "cursor": "c" * 513, "entry_id": "e" * 129},
     REVISE: {"text": "x" * 8193},
     RETIRE: {"reason": "r" * 513},
     CHANGES: {"limit": 1001},
@@ -162,6 +168,8 @@ OVER_LIMIT: dict[str, dict[str, Any]] = {
     BOOTSTRAP: {"max_bytes": 8193, "lifecycle": "reboot", "integration": "Codex!",
                 "profile": "powercontext.scope-bootstrap.v2", "event_id": "e" * 257},
     RECEIPTS: {"state": "pending", "receipt_id": "r" * 129},
+    OVERVIEW: {"receipts": 101, "handoffs": 51},
+    ACTIVITY: {"days": 91, "utc_offset_minutes": 841},
     HANDOFF_COMMIT: {"content": {"schema": "powercontext.handoff.v1", "objective": "o" * 8193,
                                  "state": [], "disposition": "paused"}},
     HANDOFF_GET: {"artifact": {"family": "handoff", "artifact_id": "other", "revision": 1}},
@@ -170,6 +178,7 @@ OVER_LIMIT: dict[str, dict[str, Any]] = {
     REFS_SET: {"references": [f"s{i}" for i in range(33)], "expected_version": -1},
     REFS_GET: {"scope_id": "s" * 257},
     PREPARE: {"query": "q" * 8193, "max_bytes": 511, "bootstrap_receipt_id": "r" * 129},
+    EXPLAIN: {"query": "q" * 8193, "max_bytes": 32769, "bootstrap_receipt_id": ""},
     PROPOSE_EXPERIENCE: {"proposal": {"situation": "s" * 8001, "action": "a", "outcome": "o",
                                       "lesson": "l"},
                          "source_refs": [{"name": "content", "source_id": f"s{i}"}
@@ -216,13 +225,17 @@ OPTIONAL_INTEGERS: dict[str, dict[str, Any]] = {
     SOURCES: {"metadata": {"n": 1}},
     BOOTSTRAP: {"handoff_ref": {"family": "handoff", "artifact_id": "handoff", "revision": 1}},
     REFS_SET: {"expected_version": 0},
+    OVERVIEW: {"receipts": 5, "handoffs": 2},
+    ACTIVITY: {"days": 7, "utc_offset_minutes": -300},
     CANDIDATES_GET: {"version": 1},
     CANDIDATES_LIST: {"limit": 10},
     LIST_EXPERIENCES: {"limit": 10},
     LIST_SKILLS: {"limit": 10},
     LIST: {"limit": 10},
+    VERSIONS: {"limit": 10},
     SEARCH: {"limit": 10},
     PREPARE: {"max_bytes": 4096},
+    EXPLAIN: {"max_bytes": 4096},
     FLUSH: {"max_sources": 10},
     HANDOFF_COMMIT: {"base": {"family": "handoff", "artifact_id": "handoff", "revision": 1}},
     PROPOSE_EXPERIENCE: {"artifact_refs": [memory_ref(1)]},
@@ -290,6 +303,9 @@ def _bad_variants(path: str, scope: str) -> list[tuple[str, bytes]]:
             ("unknown source name", _dumps({**valid, "source_refs": [{"name": "x",
                                                                       "source_id": "a"}]})),
         ]  # fmt: skip
+    if path == LIST:
+        both = {**valid, "state": "any", "include_inactive": True}
+        variants.append(("state with include_inactive", _dumps(both)))
     if path == REVISE:
         no_change = {k: v for k, v in valid.items() if k != "text"}
         variants.append(("revise without a change", _dumps(no_change)))
@@ -303,7 +319,7 @@ def _bad_variants(path: str, scope: str) -> list[tuple[str, bytes]]:
             own = {**valid, "source_id": f"src-{number}"}
             raw = _with_raw(own, "metadata", b'{"n": [' + number.encode() + b"]}")
             variants.append((f"metadata number {number}", raw))
-    if path in (LIST, LIST_EXPERIENCES, LIST_SKILLS):
+    if path in (LIST, VERSIONS, LIST_EXPERIENCES, LIST_SKILLS):
         for forged in ([True, "a"], [2**70, "a"], [1, "\ud800"], [1.5, "a"], {"a": 1}):
             cursor = _b64(json.dumps(forged))
             variants.append((f"forged cursor {forged!r}", _dumps({**valid, "cursor": cursor})))

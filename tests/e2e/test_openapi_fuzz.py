@@ -28,6 +28,7 @@ import schemathesis
 from schemathesis import Case, CheckContext, Response
 
 from tests.e2e.helpers import (
+    ACTIVITY,
     BOOTSTRAP,
     CANDIDATES_APPROVE,
     CANDIDATES_GET,
@@ -35,6 +36,7 @@ from tests.e2e.helpers import (
     CANDIDATES_REJECT,
     CANDIDATES_REVISE,
     CHANGES,
+    EXPLAIN,
     FLUSH,
     GET,
     GET_EXPERIENCE,
@@ -46,6 +48,7 @@ from tests.e2e.helpers import (
     LIST,
     LIST_EXPERIENCES,
     LIST_SKILLS,
+    OVERVIEW,
     PREPARE,
     PROPOSE_EXPERIENCE,
     PROPOSE_SKILL,
@@ -57,6 +60,7 @@ from tests.e2e.helpers import (
     REVISE,
     SEARCH,
     SOURCES,
+    VERSIONS,
     new_scope,
     valid_bodies,
 )
@@ -192,14 +196,19 @@ def test_successful_answers_of_every_operation_match_the_document(module_daemon:
     assert [hit["citation"] for hit in hits] == [entry["citation"]]
     call(GET, {"scope_id": scope, "citation": entry["citation"]})
     call(LIST, {"scope_id": scope, "include_inactive": True})
+    call(LIST, {"scope_id": scope, "kind": "fact", "tag": "bootstrap-context", "state": "any"})
     revised = call(
         REVISE,
         {"scope_id": scope, "citation": entry["citation"], "text": "Run make lint before pushing"},
     )["entry"]
     call(CHANGES, {"scope_id": scope})
+    history = call(VERSIONS, {"scope_id": scope, "entry_id": entry["citation"]["entry_id"]})
+    assert [v["version"] for v in history["versions"]] == [2, 1], history
     call(SOURCES, {**valid[SOURCES], "metadata": {"host": "codex", "turn": 1}})
     call(FLUSH, {"scope_id": scope})
     call(PREPARE, {"scope_id": scope, "query": "what do I run before pushing?"})
+    explained = call(EXPLAIN, {"scope_id": scope, "query": "what do I run before pushing?"})
+    assert explained["pack"]["status"] == "ready", explained
 
     # Review inbox: revise and approve an experience, reject one skill and approve another.
     experience = call(PROPOSE_EXPERIENCE, valid[PROPOSE_EXPERIENCE])
@@ -249,6 +258,10 @@ def test_successful_answers_of_every_operation_match_the_document(module_daemon:
         RECEIPTS,
         {"scope_id": scope, "receipt_id": pack["receipt"]["receipt_id"], "state": "injected"},
     )
+    shown = call(OVERVIEW, {"scope_id": scope, "receipts": 5})
+    assert [r["state"] for r in shown["receipts"]] == ["injected"], shown
+    counted = call(ACTIVITY, {"scope_id": scope, "days": 2, "utc_offset_minutes": 60})
+    assert counted["totals"]["flush_runs"] == 1, counted
     call(RETIRE, {"scope_id": scope, "citation": revised["citation"], "reason": "obsolete"})
 
     # A new operation fails here until the walk covers it.

@@ -416,6 +416,60 @@ def test_builder_properties(memory, experience, budget) -> None:
 
 
 @PROPERTY_SETTINGS
+@given(memory=memory_lists(), experience=st.lists(experience_hits, max_size=4), budget=budgets)
+def test_explain_gives_builds_pack_and_one_true_decision_per_hit(
+    memory, experience, budget
+) -> None:
+    """``explain_context``'s records come from the same loop: the same pack, one decision per
+    hit, and the taken ones are exactly the pack's items with their bytes."""
+    pack, decisions = PreparedContextBuilder().explain(memory, experience, budget)
+    assert pack == build(memory, experience, budget)
+    assert [(d.family, d.index) for d in decisions] == [
+        *(("memory", i) for i in range(len(memory))),
+        *(("experience", i) for i in range(len(experience))),
+    ]
+    taken = sorted(
+        (d for d in decisions if d.outcome in ("taken", "truncated")), key=lambda d: d.position
+    )
+    items = parse_pack(pack.content)["items"] if pack.content else []
+    assert [d.position for d in taken] == list(range(len(items)))
+    hits = {"memory": memory, "experience": experience}
+    for decision, item in zip(taken, items, strict=True):
+        hit = hits[decision.family][decision.index]
+        expected = memory_citation(hit) if decision.family == "memory" else experience_citation(hit)
+        assert item["citation"] == expected
+        assert decision.content_bytes == utf8_len(item["content"])
+        assert decision.item_bytes == utf8_len(dumps(item))
+        assert (decision.outcome == "truncated") == item["truncated"]
+    if pack.content:
+        frame = utf8_len(render([]))
+        assert frame + sum(d.item_bytes for d in taken) + len(taken) - 1 == pack.content_bytes
+    for decision in decisions:
+        if decision.outcome == "over_budget":
+            assert decision.remaining_bytes is not None
+        if decision.outcome == "beyond_limit":
+            assert decision.limit in ("memory_items", "experience_items", "items")
+
+
+def test_explain_names_duplicates_blanks_and_the_limits() -> None:
+    memory = [mem("a", 1), mem("a", 1), mem("   ", 2), *(mem(f"m{n}", n) for n in range(3, 12))]
+    experience = [exp(1), exp(1), exp(2), exp(3)]
+    pack, decisions = PreparedContextBuilder().explain(memory, experience, 32768)
+    outcomes = [(d.family, d.outcome, d.limit) for d in decisions]
+    assert outcomes[:3] == [("memory", "taken", None), ("memory", "duplicate", None),
+                            ("memory", "blank", None)]  # fmt: skip
+    memory_taken = [d for d in decisions if d.family == "memory" and d.outcome == "taken"]
+    assert len(memory_taken) == 6  # m0, e0, m1, e1, m2 … eight items in all
+    assert ("memory", "beyond_limit", "items") in outcomes
+    assert ("memory", "beyond_limit", "memory_items") in outcomes
+    assert outcomes[len(memory):] == [
+        ("experience", "taken", None), ("experience", "duplicate", None),
+        ("experience", "taken", None), ("experience", "beyond_limit", "experience_items"),
+    ]  # fmt: skip
+    assert pack == build(memory, experience, 32768)
+
+
+@PROPERTY_SETTINGS
 @given(memory=memory_lists(), experience=st.lists(experience_hits, max_size=4))
 def test_large_budget_takes_every_candidate_in_spec_order(memory, experience) -> None:
     candidates = spec_candidates(memory, experience)

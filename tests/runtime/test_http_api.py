@@ -51,14 +51,17 @@ def test_openapi_is_served_and_strict(api: TestClient) -> None:
         op["operationId"] for path in document["paths"].values() for op in path.values()
     }
     assert {"remember_memory", "search_memory", "get_memory_entry", "list_memory_entries",
+            "list_memory_entry_versions",
             "revise_memory_entry", "retire_memory_entry", "list_memory_changes",
             "capture_content_source", "get_capabilities", "get_metrics", "get_liveness",
-            "get_readiness", "get_health", "prepare_context", "propose_experience",
+            "get_readiness", "get_health", "prepare_context", "explain_context",
+            "propose_experience",
             "get_experience", "list_experiences", "propose_skill", "get_skill", "list_skills",
             "list_artifact_candidates", "get_artifact_candidate",
             "approve_artifact_candidate", "reject_artifact_candidate",
             "revise_artifact_candidate", "flush_memory", "bootstrap_context",
-            "record_bootstrap_receipt", "commit_handoff", "get_handoff", "next_handoff",
+            "record_bootstrap_receipt", "get_bootstrap_overview", "get_activity",
+            "commit_handoff", "get_handoff", "next_handoff",
             "withdraw_handoff",
             "set_context_references", "get_context_references"} == operation_ids
     for name, schema in document["components"]["schemas"].items():

@@ -501,3 +501,31 @@ def test_local_model_recalls_across_languages(tmp_path: Path, local_embedder) ->
         assert _search(rt, "banana bread recipe").hits == []
     finally:
         rt.close()
+
+
+def test_explain_names_the_vector_channel_and_the_one_vector_only_place(
+    semantic: Runtime,
+) -> None:
+    """``explain_context`` with the semantic channel: the same pack as prepare, each candidate
+    with its vector rank and cosine, and the candidate the pack's one vector-only place left
+    out said to be exactly that."""
+    from powercontext_runtime.services.explain import explain
+
+    cache = "Pipeline caches live in .cache/ci; the pipeline restores them before tests"
+    _remember(semantic, CI)
+    _remember(semantic, cache)
+    assert semantic.semantic is not None
+    semantic.semantic.embed_pending()
+    request = PrepareContextRequest(scope_id=SCOPE, query="持续集成流水线")
+    principal = Principal.unrestricted()
+    answer = explain(semantic.context, request, principal)
+    assert answer.mode == "hybrid"
+    pack = semantic.context.prepare(request, principal)
+    assert answer.pack.model_dump(by_alias=True) == pack.to_wire()
+    by_outcome = {c.outcome: c for c in answer.candidates}
+    assert set(by_outcome) == {"taken", "vector_only_cap"}
+    taken, capped = by_outcome["taken"], by_outcome["vector_only_cap"]
+    assert taken.matched_by == "vector" and taken.vector is not None
+    assert taken.vector.decision == "admitted" and taken.lexical is None
+    assert capped.vector is not None and capped.vector.decision == "over_cap"
+    assert capped.floor == "below" and capped.pack_position is None

@@ -18,6 +18,7 @@ from .extraction.openai_compatible import OpenAICompatibleExtractor
 from .files import secure_data_dir
 from .search.analyzer import document_terms
 from .search.fusion import Admission
+from .services.activity import ActivityService
 from .services.auth import Authenticator, ensure_local_tokens
 from .services.bootstrap import BootstrapService
 from .services.context import ContextService
@@ -26,6 +27,7 @@ from .services.memory import MemoryService
 from .services.review import ReviewService
 from .services.semantic import EmbeddingWorker, SemanticChannel
 from .settings import ConfigError, Settings
+from .store.activity import ActivityStore
 from .store.bootstrap import BootstrapStore
 from .store.database import Database
 from .store.flush import FlushStore
@@ -51,6 +53,7 @@ class Runtime:
     sources: SourceStore
     tokens: TokenStore
     authenticator: Authenticator
+    activity: ActivityService
     #: The semantic recall channel; None unless ``POWERCONTEXT_EMBEDDINGS`` configures it.
     semantic: SemanticChannel | None = None
 
@@ -82,6 +85,7 @@ class Runtime:
             sources=SourceStore(db),
             tokens=tokens,
             authenticator=Authenticator(tokens),
+            activity=ActivityService(ActivityStore(db)),
             semantic=semantic,
         )
         if prepare:
@@ -106,6 +110,9 @@ class Runtime:
             if not service.index_is_consistent():
                 count = service.reindex()
                 _log.info("search_index_rebuilt", extra={"operation": name, "count": count})
+        if not self.memory.facets_are_consistent():  # e.g. the first start after an upgrade
+            count = self.memory.rebuild_facets()
+            _log.info("search_index_rebuilt", extra={"operation": "memory_facets", "count": count})
 
     def _indexed(self) -> tuple[tuple[str, MemoryService | ReviewService], ...]:
         """Every derived search index, by family."""
@@ -113,7 +120,9 @@ class Runtime:
 
     def reindex(self) -> dict[str, int]:
         """Rebuild every derived search index from the authoritative tables."""
-        return {name: service.reindex() for name, service in self._indexed()}
+        counts = {name: service.reindex() for name, service in self._indexed()}
+        counts["memory_facets"] = self.memory.rebuild_facets()
+        return counts
 
     @property
     def search_modes(self) -> list[str]:
@@ -138,7 +147,10 @@ class Runtime:
         return self.semantic.backfill(progress)
 
     def stale_indexes(self) -> list[str]:
-        return [name for name, service in self._indexed() if not service.index_is_consistent()]
+        stale = [name for name, service in self._indexed() if not service.index_is_consistent()]
+        if not self.memory.facets_are_consistent():
+            stale.append("memory_facets")
+        return stale
 
     def ensure_local_token(self) -> bool:
         """Make sure the operator's and the agent's local token files are valid (auth on);

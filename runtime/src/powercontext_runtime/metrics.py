@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,8 @@ _BYTES = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 class Metrics:
     def __init__(self, backend: str, version: str) -> None:
         self._multiprocess = bool(os.environ.get(MULTIPROCESS_DIR_VARIABLE))
+        #: When this process began counting (epoch seconds).
+        self.started_at = time.time()
         self.registry = CollectorRegistry()
         r = self.registry
         self._requests = Counter(
@@ -114,6 +117,25 @@ class Metrics:
 
     def fallback(self, operation: str, code: str) -> None:
         self._fallbacks.labels(operation, code).inc()
+
+    def pack_counts(self) -> list[tuple[str, str, str, str, int]]:
+        """``(operation, status, mode, reason, count)`` of every pack counted so far (the
+        console's Activity page), from this registry or, under ``--workers``, every
+        worker's files, like :meth:`render`."""
+        registry = self.registry
+        if self._multiprocess:
+            registry = CollectorRegistry()
+            MultiProcessCollector(registry)
+        counts: dict[tuple[str, str, str, str], float] = {}
+        for metric in registry.collect():
+            if metric.name != "powercontext_context_packs":
+                continue
+            for sample in metric.samples:
+                if sample.name.endswith("_total"):
+                    labels = sample.labels
+                    key = (labels["operation"], labels["status"], labels["mode"], labels["reason"])
+                    counts[key] = counts.get(key, 0.0) + sample.value
+        return [(*key, int(value)) for key, value in sorted(counts.items())]
 
     def render(self) -> bytes:
         """The exposition text: this registry, or every worker's files under ``--workers``."""

@@ -11,11 +11,14 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
+from ..contract.activity import ActivityResponse, GetActivityRequest
 from ..contract.bootstrap import (
     BootstrapContextRequest,
     BootstrapContextResponse,
+    BootstrapOverview,
     CommitHandoffRequest,
     ContextReferences,
+    GetBootstrapOverviewRequest,
     GetContextReferencesRequest,
     GetHandoffRequest,
     HandoffResult,
@@ -25,7 +28,11 @@ from ..contract.bootstrap import (
     RecordReceiptResponse,
     SetContextReferencesRequest,
 )
-from ..contract.context import PrepareContextRequest, PreparedContextResponse
+from ..contract.context import (
+    ExplainContextResponse,
+    PrepareContextRequest,
+    PreparedContextResponse,
+)
 from ..contract.flush import FlushMemoryRequest, FlushMemoryResponse
 from ..contract.memory import (
     CaptureSourceRequest,
@@ -33,8 +40,10 @@ from ..contract.memory import (
     GetMemoryEntryRequest,
     ListMemoryChangesRequest,
     ListMemoryEntriesRequest,
+    ListMemoryEntryVersionsRequest,
     MemoryChanges,
     MemoryEntry,
+    MemoryEntryHistory,
     MemoryEntryList,
     MemoryWriteResult,
     RememberMemoryRequest,
@@ -151,6 +160,28 @@ class PowerContextClient:
         """A small, cited, byte-bounded, untrusted pack for one prompt (never stored)."""
         body = build(PrepareContextRequest, request, fields)
         return self._send("POST", "/v1/context/prepare", body, PreparedContextResponse)
+
+    def explain_context(
+        self, request: PrepareContextRequest | None = None, /, **fields: Any
+    ) -> ExplainContextResponse:
+        """prepare_context's pack for the same request and why each candidate was taken,
+        truncated or left out (scores included; never stored)."""
+        body = build(PrepareContextRequest, request, fields)
+        return self._send("POST", "/v1/context/explain", body, ExplainContextResponse)
+
+    def get_activity(
+        self, request: GetActivityRequest | None = None, /, **fields: Any
+    ) -> ActivityResponse:
+        """A scope's activity by day, counts only, and the daemon's pack counters."""
+        body = build(GetActivityRequest, request, fields)
+        return self._send("POST", "/v1/activity/get", body, ActivityResponse)
+
+    def get_bootstrap_overview(
+        self, request: GetBootstrapOverviewRequest | None = None, /, **fields: Any
+    ) -> BootstrapOverview:
+        """What the scope's next SessionStart would consider, and the recent receipts."""
+        body = build(GetBootstrapOverviewRequest, request, fields)
+        return self._send("POST", "/v1/context/bootstrap/overview", body, BootstrapOverview)
 
     def propose_experience(
         self, request: ProposeExperienceRequest | None = None, /, **fields: Any
@@ -316,9 +347,17 @@ class PowerContextClient:
     def list_memory_entries(
         self, request: ListMemoryEntriesRequest | None = None, /, **fields: Any
     ) -> MemoryEntryList:
-        """Entries of the head revision, in creation order, paged."""
+        """Entries of the head revision, in creation order, paged; optionally of one state,
+        kind and/or tag."""
         body = build(ListMemoryEntriesRequest, request, fields)
         return self._send("POST", "/v1/memory/entries/list", body, MemoryEntryList)
+
+    def list_memory_entry_versions(
+        self, request: ListMemoryEntryVersionsRequest | None = None, /, **fields: Any
+    ) -> MemoryEntryHistory:
+        """An entry's versions, newest first, each with its exact citation."""
+        body = build(ListMemoryEntryVersionsRequest, request, fields)
+        return self._send("POST", "/v1/memory/entries/versions", body, MemoryEntryHistory)
 
     def revise_memory_entry(
         self, request: ReviseMemoryEntryRequest | None = None, /, **fields: Any

@@ -11,13 +11,14 @@ so no content — however hostile — can alter the wrapper or the policy text.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
     "CONTEXT_SCHEMA",
     "ExperienceHit",
+    "ItemDecision",
     "MemoryHit",
     "PreparedContext",
     "PreparedContextBuilder",
@@ -47,6 +48,8 @@ _PREFIX = (
 )
 _SUFFIX = "]}\nEND_POWERCONTEXT_PREPARED_CONTEXT_V1"
 _FRAME_BYTES = len(_PREFIX.encode("utf-8")) + len(_SUFFIX.encode("utf-8"))
+#: Bytes of the wrapper and policy text around the items of every ready pack.
+FRAME_BYTES = _FRAME_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,31 @@ class PreparedContext:
 
 EMPTY = PreparedContext(status="empty", content=None, content_bytes=0)
 
+Outcome = Literal["taken", "truncated", "over_budget", "duplicate", "blank", "beyond_limit"]
+
+
+@dataclass(frozen=True, slots=True)
+class ItemDecision:
+    """What the builder did with one hit it was given (``explain_context``, never the pack).
+
+    ``outcome``: ``taken`` (whole), ``truncated`` (taken, cut at the per-item cap or to fit the
+    budget: ``truncation``), ``over_budget`` (not even a 64-byte truncation fitted the bytes
+    left, ``remaining_bytes``), ``duplicate`` (the same version or revision came earlier),
+    ``blank`` (no text or no id), ``beyond_limit`` (``limit``: more than 8 memory items, 2
+    experience items or 8 items in all were considered before it).
+    """
+
+    family: Literal["memory", "experience"]
+    index: int  # the hit's position among the builder's hits of its family
+    outcome: Outcome
+    source_bytes: int  # UTF-8 bytes of the hit's whole text
+    limit: Literal["memory_items", "experience_items", "items"] | None = None
+    position: int | None = None  # its place among the pack's items, when taken
+    content_bytes: int = 0  # bytes of its content in the pack (ellipsis included)
+    item_bytes: int = 0  # bytes of its item's JSON in the pack
+    truncation: Literal["item_cap", "budget"] | None = None
+    remaining_bytes: int | None = None  # bytes the budget had left when it was considered
+
 
 @dataclass(frozen=True, slots=True)
 class _Candidate:
@@ -95,6 +123,8 @@ class _Candidate:
     content: str
     truncated: bool
     experience: bool
+    index: int  # position among the input hits of its family (explain's decisions)
+    source_bytes: int
 
 
 def _dumps(value: Any) -> str:
@@ -135,9 +165,33 @@ class PreparedContextBuilder:
         experience_hits: Sequence[ExperienceHit],
         max_bytes: int,
     ) -> PreparedContext:
+        return self._build(memory_hits, experience_hits, max_bytes, None)
+
+    def explain(
+        self,
+        memory_hits: Sequence[MemoryHit],
+        experience_hits: Sequence[ExperienceHit],
+        max_bytes: int,
+    ) -> tuple[PreparedContext, list[ItemDecision]]:
+        """:meth:`build`'s very pack, and one :class:`ItemDecision` per hit it was given
+        (memory hits first, each family in input order): the same loop decides both."""
+        decisions: list[ItemDecision] = []
+        pack = self._build(memory_hits, experience_hits, max_bytes, decisions)
+        decisions.sort(key=lambda d: (d.family != "memory", d.index))
+        return pack, decisions
+
+    def _build(
+        self,
+        memory_hits: Sequence[MemoryHit],
+        experience_hits: Sequence[ExperienceHit],
+        max_bytes: int,
+        decisions: list[ItemDecision] | None,
+    ) -> PreparedContext:
         if not MIN_MAX_BYTES <= max_bytes <= MAX_MAX_BYTES:
             raise ValueError("max_bytes is outside 512..32768")
-        candidates = _interleave(_memory(memory_hits), _experience(experience_hits))
+        candidates = _interleave(
+            _memory(memory_hits, decisions), _experience(experience_hits, decisions), decisions
+        )
         taken: list[str] = []
         used = _FRAME_BYTES
         for candidate in candidates:
@@ -147,11 +201,20 @@ class PreparedContextBuilder:
             if _utf8_len(rendered) <= remaining:
                 taken.append(rendered)
                 used += separator + _utf8_len(rendered)
+                if decisions is not None:
+                    _decide_taken(decisions, candidate, candidate.content, rendered, len(taken))
                 continue
             fitted = _fit(candidate, remaining)
             if fitted is not None:
                 taken.append(fitted)
                 used += separator + _utf8_len(fitted)
+                if decisions is not None:
+                    content = json.loads(fitted)["content"]
+                    _decide_taken(decisions, candidate, content, fitted, len(taken), "budget")
+            elif decisions is not None:
+                decisions.append(
+                    _decision(candidate, "over_budget", remaining_bytes=max(remaining, 0))
+                )
         if not taken:
             return EMPTY
         content = _PREFIX + ",".join(taken) + _SUFFIX
@@ -159,6 +222,37 @@ class PreparedContextBuilder:
         if size != used or size > max_bytes:
             raise AssertionError("prepared context exceeded its byte budget")
         return PreparedContext(status="ready", content=content, content_bytes=size)
+
+
+def _decision(candidate: _Candidate, outcome: Outcome, **fields: Any) -> ItemDecision:
+    return ItemDecision(
+        family="experience" if candidate.experience else "memory",
+        index=candidate.index,
+        outcome=outcome,
+        source_bytes=candidate.source_bytes,
+        **fields,
+    )
+
+
+def _decide_taken(
+    decisions: list[ItemDecision],
+    candidate: _Candidate,
+    content: str,
+    rendered: str,
+    count: int,
+    fitted: Literal["budget"] | None = None,
+) -> None:
+    truncation = fitted or ("item_cap" if candidate.truncated else None)
+    decisions.append(
+        _decision(
+            candidate,
+            "truncated" if truncation else "taken",
+            position=count - 1,
+            content_bytes=_utf8_len(content),
+            item_bytes=_utf8_len(rendered),
+            truncation=truncation,
+        )
+    )
 
 
 def _fit(candidate: _Candidate, remaining: int) -> str | None:
@@ -228,17 +322,31 @@ def cap_content(text: str) -> tuple[str, bool]:
     return text, False
 
 
-def _capped(citation: dict[str, Any], text: str, experience: bool) -> _Candidate:
+def _capped(citation: dict[str, Any], text: str, experience: bool, index: int) -> _Candidate:
     content, truncated = cap_content(text)
-    return _Candidate(citation, content, truncated, experience)
+    return _Candidate(citation, content, truncated, experience, index, _utf8_len(text))
 
 
-def _memory(hits: Iterable[MemoryHit]) -> list[_Candidate]:
+def _skipped(
+    decisions: list[ItemDecision],
+    family: Literal["memory", "experience"],
+    index: int,
+    text: str,
+    outcome: Outcome,
+    limit: Literal["memory_items", "experience_items"] | None = None,
+) -> None:
+    decisions.append(ItemDecision(family, index, outcome, _utf8_len(text), limit=limit))
+
+
+def _memory(hits: Sequence[MemoryHit], decisions: list[ItemDecision] | None) -> list[_Candidate]:
     seen: set[tuple[str, str]] = set()
     items: list[_Candidate] = []
-    for hit in hits:
+    for index, hit in enumerate(hits):
         key = (hit.entry_id, hit.entry_version_id)
         if not hit.entry_id or not hit.entry_version_id or not hit.text.strip() or key in seen:
+            if decisions is not None:
+                outcome: Outcome = "duplicate" if key in seen else "blank"
+                _skipped(decisions, "memory", index, hit.text, outcome)
             continue
         seen.add(key)
         citation = {
@@ -246,8 +354,14 @@ def _memory(hits: Iterable[MemoryHit]) -> list[_Candidate]:
             "entry_id": hit.entry_id,
             "entry_version_id": hit.entry_version_id,
         }
-        items.append(_capped(citation, hit.text, experience=False))
+        items.append(_capped(citation, hit.text, False, index))
         if len(items) == MAX_MEMORY_ITEMS:
+            if decisions is not None:
+                for later in range(index + 1, len(hits)):
+                    _skipped(
+                        decisions, "memory", later, hits[later].text, "beyond_limit",
+                        "memory_items",
+                    )  # fmt: skip
             break
     return items
 
@@ -259,12 +373,17 @@ def experience_text(hit: ExperienceHit) -> str:
     )
 
 
-def _experience(hits: Iterable[ExperienceHit]) -> list[_Candidate]:
+def _experience(
+    hits: Sequence[ExperienceHit], decisions: list[ItemDecision] | None
+) -> list[_Candidate]:
     seen: set[tuple[str, int]] = set()
     items: list[_Candidate] = []
-    for hit in hits:
+    for index, hit in enumerate(hits):
         key = (hit.artifact_id, hit.revision)
         if not hit.artifact_id or key in seen:
+            if decisions is not None:
+                outcome: Outcome = "duplicate" if key in seen else "blank"
+                _skipped(decisions, "experience", index, experience_text(hit), outcome)
             continue
         seen.add(key)
         citation = {
@@ -274,13 +393,23 @@ def _experience(hits: Iterable[ExperienceHit]) -> list[_Candidate]:
                 "revision": hit.revision,
             }
         }
-        items.append(_capped(citation, experience_text(hit), experience=True))
+        items.append(_capped(citation, experience_text(hit), True, index))
         if len(items) == MAX_EXPERIENCE_ITEMS:
+            if decisions is not None:
+                for later in range(index + 1, len(hits)):
+                    text = experience_text(hits[later])
+                    _skipped(
+                        decisions, "experience", later, text, "beyond_limit", "experience_items"
+                    )
             break
     return items
 
 
-def _interleave(memory: list[_Candidate], experience: list[_Candidate]) -> list[_Candidate]:
+def _interleave(
+    memory: list[_Candidate],
+    experience: list[_Candidate],
+    decisions: list[ItemDecision] | None = None,
+) -> list[_Candidate]:
     """m0, e0, m1, e1, m2, m3, … — memory first, at most MAX_ITEMS in total."""
     ordered: list[_Candidate] = []
     for index in range(max(len(memory), len(experience))):
@@ -288,4 +417,7 @@ def _interleave(memory: list[_Candidate], experience: list[_Candidate]) -> list[
             ordered.append(memory[index])
         if index < len(experience):
             ordered.append(experience[index])
+    if decisions is not None:
+        for candidate in ordered[MAX_ITEMS:]:
+            decisions.append(_decision(candidate, "beyond_limit", limit="items"))
     return ordered[:MAX_ITEMS]

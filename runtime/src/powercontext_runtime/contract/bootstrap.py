@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from . import limits
-from .common import ScopeId, StrictModel
+from .common import MemoryCitation, ScopeId, StrictModel
 
 __all__ = [
     "BOOTSTRAP_PROFILE",
@@ -15,16 +15,25 @@ __all__ = [
     "BootstrapContextRequest",
     "BootstrapContextResponse",
     "BootstrapItem",
+    "BootstrapLimits",
+    "BootstrapOverview",
     "BootstrapReceipt",
     "CommitHandoffRequest",
     "ContextReferences",
+    "GetBootstrapOverviewRequest",
     "GetContextReferencesRequest",
     "GetHandoffRequest",
     "HandoffContent",
+    "HandoffOverview",
     "HandoffRef",
     "HandoffResult",
+    "HandoffRevision",
     "NextHandoff",
     "NextHandoffRequest",
+    "OverviewEntry",
+    "OverviewScope",
+    "ReceiptItem",
+    "ReceiptSummary",
     "RecordReceiptRequest",
     "RecordReceiptResponse",
     "SetContextReferencesRequest",
@@ -172,3 +181,84 @@ class RecordReceiptRequest(StrictModel):
 class RecordReceiptResponse(StrictModel):
     receipt_id: str
     state: Literal["injected", "failed"]
+
+
+# -- get_bootstrap_overview: what a SessionStart would consider (docs/ui.md § Bootstrap) ------
+
+
+class GetBootstrapOverviewRequest(StrictModel):
+    scope_id: ScopeId
+    receipts: Annotated[int, Field(ge=0, le=100)] = 20
+    handoffs: Annotated[int, Field(ge=0, le=50)] = 10
+
+
+class OverviewEntry(StrictModel):
+    citation: MemoryCitation
+    kind: str
+    text: str
+    #: Whether bootstrap would deliver it (budget permitting): ``secret_kind`` entries never
+    #: are; past the first 6 eligible ones, ``beyond_limit``.
+    eligible: bool
+    excluded: Literal["secret_kind", "beyond_limit"] | None
+
+
+class OverviewScope(StrictModel):
+    scope_id: str
+    role: Literal["current", "reference"]
+    #: ``read``; ``forbidden`` (not granted to this token); ``no_memory``; ``beyond_limit``
+    #: (references past the first 8 are never read).
+    status: Literal["read", "forbidden", "no_memory", "beyond_limit"]
+    entries: list[OverviewEntry]  # the tagged active entries inspected (≤ 32), creation order
+
+
+class HandoffRevision(StrictModel):
+    reference: HandoffRef
+    disposition: Literal["continuable", "blocked", "complete"]
+    created_at: str
+
+
+class HandoffOverview(StrictModel):
+    head: HandoffRef | None
+    queued: HandoffRef | None  # what the next session's hooks will name
+    queued_at: str | None
+    revisions: list[HandoffRevision]  # newest first
+
+
+class ReceiptItem(StrictModel):
+    kind: Literal["handoff", "memory"]
+    scope_id: str
+    citation: dict[str, Any]
+    content_digest: str
+    truncated: bool
+
+
+class ReceiptSummary(StrictModel):
+    """A delivery receipt as stored: identity metadata, states, exact item references and
+    digests; never content (and not its id, which only its creator may use)."""
+
+    integration: str
+    lifecycle: str
+    state: Literal["pending", "skipped", "injected", "failed"]
+    content_bytes: int
+    pack_digest: str | None
+    items: list[ReceiptItem]
+    mine: bool  # created by the caller's token
+    created_at: str
+    updated_at: str
+    expires_at: str
+
+
+class BootstrapLimits(StrictModel):
+    memory_items: int
+    referenced_scopes: int
+    inspected_per_scope: int
+
+
+class BootstrapOverview(StrictModel):
+    scope_id: str
+    references: list[str]
+    references_version: int
+    scopes: list[OverviewScope]  # the current scope, then its references in order
+    limits: BootstrapLimits
+    handoff: HandoffOverview
+    receipts: list[ReceiptSummary]  # newest first, live (unexpired) only

@@ -11,6 +11,7 @@ from pydantic import AfterValidator, Field, model_validator
 from . import limits
 from .common import (
     ArtifactRef,
+    EntryId,
     MemoryCitation,
     MemoryRef,
     ScopeId,
@@ -25,10 +26,13 @@ __all__ = [
     "GetMemoryEntryRequest",
     "ListMemoryChangesRequest",
     "ListMemoryEntriesRequest",
+    "ListMemoryEntryVersionsRequest",
     "MemoryChange",
     "MemoryChanges",
     "MemoryEntry",
+    "MemoryEntryHistory",
     "MemoryEntryList",
+    "MemoryEntryVersion",
     "MemoryWriteResult",
     "RememberMemoryRequest",
     "RetireMemoryEntryRequest",
@@ -149,11 +153,66 @@ class ListMemoryEntriesRequest(StrictModel):
     include_inactive: bool = False
     limit: Annotated[int, Field(ge=1, le=limits.LIST_LIMIT_MAX)] = limits.LIST_LIMIT_DEFAULT
     cursor: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    #: Optional filters, answered from indexes (no scan of the scope): entries whose current
+    #: version has exactly this kind (NFC, stripped, as stored) and/or this tag.
+    kind: Kind | None = None
+    tag: Tag | None = None
+    #: ``active`` (what the default lists), ``inactive`` (retired only) or ``any``; instead of
+    #: ``include_inactive`` (``true`` is ``any``), never together with it.
+    state: Literal["active", "inactive", "any"] | None = None
+
+    @model_validator(mode="after")
+    def _one_state_switch(self) -> ListMemoryEntriesRequest:
+        if self.state is not None and "include_inactive" in self.model_fields_set:
+            raise ValueError("use either state or include_inactive, not both")
+        return self
+
+    @property
+    def wanted_state(self) -> Literal["active", "inactive", "any"]:
+        if self.state is not None:
+            return self.state
+        return "any" if self.include_inactive else "active"
 
 
 class MemoryEntryList(StrictModel):
     memory: MemoryRef | None
     entries: list[MemoryEntry]
+    next_cursor: str | None
+
+
+class ListMemoryEntryVersionsRequest(StrictModel):
+    scope_id: ScopeId
+    entry_id: EntryId
+    limit: Annotated[int, Field(ge=1, le=limits.LIST_LIMIT_MAX)] = limits.LIST_LIMIT_DEFAULT
+    cursor: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+
+
+class MemoryEntryVersion(StrictModel):
+    """One immutable version of an entry. ``citation`` is exact: it names the revision the
+    version was written in, so ``get_memory_entry`` returns this very version from it."""
+
+    citation: MemoryCitation
+    version: int = Field(ge=1)
+    kind: str
+    text: str
+    tags: list[str]
+    state: Literal["active", "inactive"]
+    reason: str | None
+    source_refs: list[SourceRef]
+    artifact_refs: list[ArtifactRef]
+    #: What made it: ``remember`` (version 1), ``revise`` or ``retire`` (an inactive version).
+    operation: Literal["remember", "revise", "retire"]
+    #: It is the entry's version in revisions ``valid_from_revision`` up to (not including)
+    #: ``valid_to_revision``; ``null``: still current.
+    valid_from_revision: int
+    valid_to_revision: int | None
+    created_at: str
+
+
+class MemoryEntryHistory(StrictModel):
+    memory: MemoryRef | None  # the head revision when this was read
+    entry_id: str
+    versions: list[MemoryEntryVersion]  # newest first
     next_cursor: str | None
 
 

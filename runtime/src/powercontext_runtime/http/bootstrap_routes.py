@@ -7,8 +7,10 @@ from fastapi import APIRouter, Request
 from ..contract.bootstrap import (
     BootstrapContextRequest,
     BootstrapContextResponse,
+    BootstrapOverview,
     CommitHandoffRequest,
     ContextReferences,
+    GetBootstrapOverviewRequest,
     GetContextReferencesRequest,
     GetHandoffRequest,
     HandoffResult,
@@ -55,6 +57,24 @@ def record_bootstrap_receipt(body: RecordReceiptRequest, request: Request) -> Re
     """Claim a pending receipt (``injected``) before printing the pack, or mark it ``failed``."""
     runtime = scoped_runtime(request, body.scope_id)
     return runtime.bootstrap.record_receipt(body, request.state.principal)
+
+
+@bootstrap_router.post(
+    "/v1/context/bootstrap/overview",
+    operation_id="get_bootstrap_overview",
+    tags=["context"],
+    responses=_READ,
+)
+def get_bootstrap_overview(
+    body: GetBootstrapOverviewRequest, request: Request
+) -> BootstrapOverview:
+    """What the scope's next SessionStart would consider, read the way bootstrap reads it:
+    its Context References, each participating scope's tagged entries with their
+    eligibility (forbidden scopes and secret kinds named), the Handoff head, the queued
+    revision and the latest ones, and the live delivery receipts — states, item citations
+    and digests, never content. Reads only. For the web console; not an MCP tool."""
+    runtime = scoped_runtime(request, body.scope_id)
+    return runtime.bootstrap.overview(body, request.state.principal)
 
 
 @bootstrap_router.post(

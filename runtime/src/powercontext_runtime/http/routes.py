@@ -14,7 +14,12 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..composition import Runtime
-from ..contract.context import PrepareContextRequest, PreparedContextResponse
+from ..contract.activity import ActivityResponse, GetActivityRequest, PackCount, PackCounts
+from ..contract.context import (
+    ExplainContextResponse,
+    PrepareContextRequest,
+    PreparedContextResponse,
+)
 from ..contract.flush import FlushMemoryRequest, FlushMemoryResponse
 from ..contract.memory import (
     CaptureSourceRequest,
@@ -22,8 +27,10 @@ from ..contract.memory import (
     GetMemoryEntryRequest,
     ListMemoryChangesRequest,
     ListMemoryEntriesRequest,
+    ListMemoryEntryVersionsRequest,
     MemoryChanges,
     MemoryEntry,
+    MemoryEntryHistory,
     MemoryEntryList,
     MemoryWriteResult,
     RememberMemoryRequest,
@@ -34,7 +41,9 @@ from ..contract.memory import (
 )
 from ..contract.system import Capabilities, ErrorEnvelope, Liveness, Readiness
 from ..errors import UnavailableError
-from ..metrics import CONTENT_TYPE
+from ..metrics import CONTENT_TYPE, Metrics
+from ..services.explain import explain
+from ..store._records import iso_time
 from .middleware import report
 
 __all__ = ["error_responses", "router", "scoped_runtime"]
@@ -196,6 +205,23 @@ async def prepare_context(body: PrepareContextRequest, request: Request) -> JSON
 
 
 @router.post(
+    "/v1/context/explain",
+    operation_id="explain_context",
+    tags=["context"],
+    responses=_SCOPED,
+)
+def explain_context(body: PrepareContextRequest, request: Request) -> ExplainContextResponse:
+    """The pack `prepare_context` returns for the same request (`pack`, byte for byte: the
+    same searches and builder run) and why each candidate was taken, truncated or left out:
+    the channel that found it, its rank and score, whether it cleared the relevance floor,
+    the budget left, the limit that cut it, a bootstrap receipt's de-duplication. Scores
+    appear here, never in the pack. Nothing is stored or captured, and no pack is counted
+    in the metrics. For the web console's Pack inspector; not an MCP tool."""
+    runtime = scoped_runtime(request, body.scope_id)
+    return explain(runtime.context, body, request.state.principal)
+
+
+@router.post(
     "/v1/memory/remember", operation_id="remember_memory", tags=["memory"], responses=_WRITE
 )
 def remember_memory(body: RememberMemoryRequest, request: Request) -> MemoryWriteResult:
@@ -224,7 +250,24 @@ def get_memory_entry(body: GetMemoryEntryRequest, request: Request) -> MemoryEnt
     responses=_SCOPED,
 )
 def list_memory_entries(body: ListMemoryEntriesRequest, request: Request) -> MemoryEntryList:
+    """The head's entries in creation order, paged; optionally only those of one `state`,
+    `kind` and/or `tag` (each answered from an index, never a scan of the scope)."""
     return scoped_runtime(request, body.scope_id).memory.list(body)
+
+
+@router.post(
+    "/v1/memory/entries/versions",
+    operation_id="list_memory_entry_versions",
+    tags=["memory"],
+    responses=error_responses(401, 403, 404, 413, 422, 503),
+)
+def list_memory_entry_versions(
+    body: ListMemoryEntryVersionsRequest, request: Request
+) -> MemoryEntryHistory:
+    """An entry's immutable versions, newest first, each with its exact citation (the
+    revision it was written in: `get_memory_entry` re-reads it byte for byte), what made it,
+    and the revisions it was current in. 404 `memory_not_found` for an unknown entry."""
+    return scoped_runtime(request, body.scope_id).memory.versions(body)
 
 
 @router.post(
@@ -274,3 +317,23 @@ def flush_memory(body: FlushMemoryRequest, request: Request) -> FlushMemoryRespo
 )
 def capture_content_source(body: CaptureSourceRequest, request: Request) -> CaptureSourceResponse:
     return scoped_runtime(request, body.scope_id).sources.capture(body)
+
+
+@router.post("/v1/activity/get", operation_id="get_activity", tags=["system"], responses=_SCOPED)
+def get_activity(body: GetActivityRequest, request: Request) -> ActivityResponse:
+    """What happened in a scope, by day, counts only (never content): prompts captured,
+    flush runs and the entries they added, Memory writes by operation, bootstrap receipts by
+    state; the capture journal and Memory now; and the daemon's pack counters since it
+    started (every scope: a prepared pack is never written down). For the web console."""
+    runtime = scoped_runtime(request, body.scope_id)
+    metrics: Metrics = request.app.state.metrics
+    packs = PackCounts(
+        scope="daemon",
+        since=iso_time(int(metrics.started_at * 1000)),
+        counts=[
+            PackCount(operation=op, status=status, mode=mode, reason=reason, count=count)  # type: ignore[arg-type]
+            for op, status, mode, reason, count in metrics.pack_counts()
+            if op in ("prepare_context", "bootstrap_context")
+        ],
+    )
+    return runtime.activity.activity(body, packs)

@@ -20,9 +20,19 @@ Order is deterministic: fused score, then the entry id by byte order.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-__all__ = ["RRF_K", "Admission", "Fused", "MatchedBy", "fuse", "vector_only"]
+__all__ = [
+    "RRF_K",
+    "Admission",
+    "Fused",
+    "FusionTrace",
+    "MatchedBy",
+    "VectorDecision",
+    "fuse",
+    "vector_only",
+]
 
 RRF_K = 60
 MatchedBy = Literal["fts", "vector", "fts+vector"]
@@ -42,12 +52,30 @@ class Fused(NamedTuple):
     matched_by: MatchedBy
 
 
+#: What became of one vector candidate: ``fused`` (a lexical hit the vector channel found too),
+#: ``admitted`` (vector only, above the floor), ``below_floor`` (vector only, cosine under the
+#: admission floor), ``over_cap`` (vector only, above the floor, but the admission's
+#: ``vector_only`` places were taken).
+VectorDecision = Literal["fused", "admitted", "below_floor", "over_cap"]
+
+
+@dataclass
+class FusionTrace:
+    """Filled by :func:`fuse` / :func:`vector_only` when given (``explain_context``): each
+    vector candidate's rank, cosine and decision, and every admitted hit best first *before*
+    the limit cut (so what fell beyond it is known)."""
+
+    vector: dict[Hashable, tuple[int, float, VectorDecision]] = field(default_factory=dict)
+    admitted: list[Fused] = field(default_factory=list)
+
+
 def fuse(
     lexical: Sequence[Hashable],
     vector: Sequence[tuple[Hashable, float]],
     admission: Admission,
     limit: int,
     tiebreak: Callable[[Hashable], bytes],
+    trace: FusionTrace | None = None,
 ) -> list[Fused]:
     """``lexical``: admitted lexical hits, best first (keys: entry version ids); ``vector``:
     (key, cosine) best first. The best ``limit`` fused hits."""
@@ -68,9 +96,15 @@ def fuse(
         rank += 1
         if rowid not in lexical_ids:
             if similarity < admission.floor or room == 0:
+                if trace is not None:
+                    below = similarity < admission.floor
+                    trace.vector[rowid] = (rank, similarity, "below_floor" if below else "over_cap")
                 continue
             if room is not None:
                 room -= 1
+        if trace is not None:
+            decision: VectorDecision = "fused" if rowid in lexical_ids else "admitted"
+            trace.vector[rowid] = (rank, similarity, decision)
         vector_ids.add(rowid)
         scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (RRF_K + rank)
     fused = [
@@ -78,6 +112,8 @@ def fuse(
         for rowid, score in scores.items()
     ]
     fused.sort(key=lambda f: (-f.score, tiebreak(f.key)))
+    if trace is not None:
+        trace.admitted = fused
     return fused[:limit]
 
 
@@ -86,20 +122,34 @@ def vector_only(
     admission: Admission,
     limit: int,
     tiebreak: Callable[[Hashable], bytes],
+    trace: FusionTrace | None = None,
 ) -> list[Fused]:
     """The vector channel alone: admitted candidates, scored by their cosine (clipped to
     0..1)."""
     seen: dict[Hashable, float] = {}
     cap = limit if admission.vector_only is None else min(limit, admission.vector_only)
-    for rowid, similarity in vector:
+    for rank, (rowid, similarity) in enumerate(vector, start=1):
         if len(seen) == cap:
+            if trace is not None:  # what the cap left out, for the explanation
+                for later, (key, sim) in enumerate(vector[rank - 1 :], start=rank):
+                    if key not in seen and key not in trace.vector:
+                        decision: VectorDecision = (
+                            "below_floor" if sim < admission.floor else "over_cap"
+                        )
+                        trace.vector[key] = (later, sim, decision)
             break
         if similarity >= admission.floor and rowid not in seen:
             seen[rowid] = similarity
+            if trace is not None:
+                trace.vector[rowid] = (rank, similarity, "admitted")
+        elif trace is not None and rowid not in trace.vector:
+            trace.vector[rowid] = (rank, similarity, "below_floor")
     hits = [
         Fused(rowid, round(min(1.0, max(0.0, sim)), 6), "vector") for rowid, sim in seen.items()
     ]
     hits.sort(key=lambda f: (-f.score, tiebreak(f.key)))
+    if trace is not None:
+        trace.admitted = hits
     return hits[:limit]
 
 

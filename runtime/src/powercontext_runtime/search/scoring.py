@@ -53,7 +53,7 @@ is the only channel, and scores are only compared within one channel.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import NamedTuple
@@ -61,6 +61,7 @@ from typing import NamedTuple
 from . import general_vocabulary as _vocabulary
 
 __all__ = [
+    "Assessed",
     "Document",
     "QueryPlan",
     "Ranked",
@@ -128,6 +129,17 @@ class QueryPlan:
 class Ranked(NamedTuple):
     rowid: int
     score: float
+
+
+class Assessed(NamedTuple):
+    """Why :func:`rank` admitted a candidate or not (``explain_context``): the content and the
+    evidence (path A) it shares with the query, against ``QueryPlan.content_required`` and
+    ``QueryPlan.required``. ``score`` is its rank score when admitted, else None."""
+
+    rowid: int
+    content: float
+    evidence: float
+    score: float | None
 
 
 #: A candidate as ranking reads it: row id, its distinct terms (first-occurrence order) and
@@ -318,8 +330,13 @@ def _by_use(item: tuple[float, int, str, float, float, float]) -> tuple[float, i
     return (-item[0], item[1])
 
 
-def rank(plan: QueryPlan, candidates: Iterable[Document]) -> list[Ranked]:
-    """Admitted candidates with scores in 0..1, best first (ties keep retrieval order)."""
+def rank(
+    plan: QueryPlan, candidates: Iterable[Document], trace: list[Assessed] | None = None
+) -> list[Ranked]:
+    """Admitted candidates with scores in 0..1, best first (ties keep retrieval order).
+
+    With ``trace``, every candidate's :class:`Assessed` is appended to it too (retrieval order);
+    the ranking itself is the same either way."""
     weights = plan.weights
     keys = weights.keys()
     evidence = plan.evidence.__getitem__ if plan.evidence else None
@@ -336,6 +353,8 @@ def rank(plan: QueryPlan, candidates: Iterable[Document]) -> list[Ranked]:
         if fsum(map(content, present)) < content_required and (
             evidence is None or fsum(map(evidence, present)) < required
         ):
+            if trace is not None:
+                trace.append(_assessed(plan, rowid, present, None))
             continue
         length = len(terms) + len(repeats)
         length_factor = _K1 * (1.0 - _B + _B * (length / _TYPICAL_TERMS))
@@ -349,9 +368,22 @@ def rank(plan: QueryPlan, candidates: Iterable[Document]) -> list[Ranked]:
             ])  # fmt: skip
         else:  # every matched tf is 1: the common case, one sum
             weighted = fsum(map(weight, present)) / (1.0 + length_factor)
-        admitted.append(Ranked(rowid, round(min(1.0, weighted / total), 6)))
+        score = round(min(1.0, weighted / total), 6)
+        admitted.append(Ranked(rowid, score))
+        if trace is not None:
+            trace.append(_assessed(plan, rowid, present, score))
     admitted.sort(key=_by_score)
     return admitted
+
+
+def _assessed(plan: QueryPlan, rowid: int, present: Set[str], score: float | None) -> Assessed:
+    shared = sorted(present)  # a fixed order: the sums are the same whatever the set's order
+    return Assessed(
+        rowid,
+        round(math.fsum(plan.content[t] for t in shared), 6),
+        round(math.fsum(plan.evidence[t] for t in shared), 6) if plan.evidence else 0.0,
+        score,
+    )
 
 
 def _by_score(ranked: Ranked) -> float:

@@ -41,11 +41,14 @@ OPERATION_CAPABILITIES: dict[str, Capability | None] = {
     "get_metrics": "read",
     # Reading, and the context packs the host integrations deliver.
     "prepare_context": "read",
+    # The same pack and why (scores included): what prepare_context shows, nothing more.
+    "explain_context": "read",
     "bootstrap_context": "read",
     "record_bootstrap_receipt": "read",
     "search_memory": "read",
     "get_memory_entry": "read",
     "list_memory_entries": "read",
+    "list_memory_entry_versions": "read",
     "list_memory_changes": "read",
     "get_experience": "read",
     "list_experiences": "read",
@@ -56,6 +59,9 @@ OPERATION_CAPABILITIES: dict[str, Capability | None] = {
     "get_handoff": "read",
     "next_handoff": "read",
     "get_context_references": "read",
+    # The web console's Bootstrap and Activity pages: curated content, states and counts.
+    "get_bootstrap_overview": "read",
+    "get_activity": "read",
     # Direct writes: Memory, captured sources, Handoff.
     "remember_memory": "write",
     "revise_memory_entry": "write",

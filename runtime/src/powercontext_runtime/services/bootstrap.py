@@ -8,7 +8,8 @@ inputs always give the same bytes, which is what lets a pending receipt rebuild 
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from ..context.bootstrap import BootstrapCandidate, build_bootstrap, digest
 from ..contract.bootstrap import (
@@ -16,22 +17,32 @@ from ..contract.bootstrap import (
     BootstrapContextRequest,
     BootstrapContextResponse,
     BootstrapItem,
+    BootstrapLimits,
+    BootstrapOverview,
     BootstrapReceipt,
     CommitHandoffRequest,
     ContextReferences,
+    GetBootstrapOverviewRequest,
     GetHandoffRequest,
     HandoffContent,
+    HandoffOverview,
     HandoffRef,
     HandoffResult,
+    HandoffRevision,
     NextHandoff,
     NextHandoffRequest,
+    OverviewEntry,
+    OverviewScope,
+    ReceiptItem,
+    ReceiptSummary,
     RecordReceiptRequest,
     RecordReceiptResponse,
     SetContextReferencesRequest,
 )
+from ..contract.common import MemoryCitation
 from ..errors import ConflictError, NotFoundError
-from ..store._records import new_id, sha256_hex
-from ..store.bootstrap import BootstrapStore, ReceiptRecord
+from ..store._records import iso_time, new_id, sha256_hex
+from ..store.bootstrap import BootstrapStore, ReceiptRecord, TaggedEntry
 from .auth import Principal
 
 __all__ = ["BootstrapService", "is_secret_kind", "render_handoff"]
@@ -66,6 +77,21 @@ def render_handoff(content: HandoffContent) -> str:
         lines.append("Omissions:")
         lines += [f"- {omission}" for omission in content.omissions]
     return "\n".join(lines)
+
+
+@dataclass
+class SurveyedScope:
+    """One participating scope as bootstrap reads it: ``status`` ``read``, ``forbidden`` (the
+    caller is not granted it), ``no_memory`` or ``beyond_limit`` (a reference past the first
+    8, never read); its tagged entries, each with why it would not be delivered (a secret kind,
+    past the 6 memory items) or None."""
+
+    scope_id: str
+    role: Literal["current", "reference"]
+    status: Literal["read", "forbidden", "no_memory", "beyond_limit"]
+    entries: list[tuple[TaggedEntry, Literal["secret_kind", "beyond_limit"] | None]] = field(
+        default_factory=list
+    )
 
 
 class BootstrapService:
@@ -189,6 +215,33 @@ class BootstrapService:
 
     # -- internals -------------------------------------------------------------------------
 
+    def _survey(self, scope_id: str, principal: Principal) -> list[SurveyedScope]:
+        """What bootstrap reads for ``scope_id``: the scope, then its direct references in
+        canonical order (each authorised separately), and their tagged entries in creation
+        order. The one place eligibility is decided (the pack and the overview both use it)."""
+        references = self._store.get_references(scope_id).references
+        surveyed: list[SurveyedScope] = []
+        eligible = 0
+        for position, referenced in enumerate([scope_id, *references]):
+            role: Literal["current", "reference"] = "reference" if position else "current"
+            if position > MAX_REFERENCED_SCOPES:
+                surveyed.append(SurveyedScope(referenced, role, "beyond_limit"))
+                continue
+            if position and not principal.allows(referenced):
+                surveyed.append(SurveyedScope(referenced, role, "forbidden"))
+                continue
+            entries = self._store.tagged_entries(referenced, INSPECT_PER_SCOPE)
+            found = SurveyedScope(referenced, role, "read" if entries is not None else "no_memory")
+            for entry in entries or []:
+                if is_secret_kind(entry.kind):
+                    found.entries.append((entry, "secret_kind"))
+                    continue
+                eligible += 1
+                past = eligible > MAX_MEMORY_ITEMS
+                found.entries.append((entry, "beyond_limit" if past else None))
+            surveyed.append(found)
+        return surveyed
+
     def _eligible(
         self, req: BootstrapContextRequest, principal: Principal
     ) -> tuple[list[BootstrapCandidate], int]:
@@ -208,37 +261,76 @@ class BootstrapService:
                         render_handoff(handoff.content),
                     )
                 )
-        references = self._store.get_references(req.scope_id).references
         memory: list[BootstrapCandidate] = []
-        for position, scope_id in enumerate([req.scope_id, *references[:MAX_REFERENCED_SCOPES]]):
-            if position and not principal.allows(scope_id):
+        for surveyed in self._survey(req.scope_id, principal):
+            if surveyed.role == "reference" and surveyed.status in ("forbidden", "no_memory"):
                 omitted += 1
                 continue
-            entries = self._store.tagged_entries(scope_id, INSPECT_PER_SCOPE)
-            if position and entries is None:
-                omitted += 1
-                continue
-            for entry in entries or []:
-                if is_secret_kind(entry.kind):
+            for entry, excluded in surveyed.entries:
+                if excluded == "secret_kind":
+                    continue
+                if excluded == "beyond_limit":
+                    omitted += 1
                     continue
                 memory.append(
                     BootstrapCandidate(
-                        "memory",
-                        scope_id,
-                        {
-                            "memory_ref": {
-                                "family": "memory",
-                                "artifact_id": "memory",
-                                "revision": entry.revision,
-                            },
-                            "entry_id": entry.entry_id,
-                            "entry_version_id": entry.entry_version_id,
-                        },
-                        entry.text,
+                        "memory", surveyed.scope_id, _memory_citation(entry), entry.text
                     )
                 )
-        omitted += max(0, len(memory) - MAX_MEMORY_ITEMS)
-        return candidates + memory[:MAX_MEMORY_ITEMS], omitted
+        return candidates + memory, omitted
+
+    # -- the console's Bootstrap page ------------------------------------------------------
+
+    def overview(self, req: GetBootstrapOverviewRequest, principal: Principal) -> BootstrapOverview:
+        """What the next SessionStart of this scope would consider, and what was delivered:
+        the references, each participating scope's tagged entries with their eligibility,
+        the Handoff head, the queued one and the latest revisions, and the live receipts
+        (never content). Reads only; nothing is queued, claimed or purged."""
+        references = self._store.get_references(req.scope_id)
+        queued = self._store.next_handoff(req.scope_id)
+        revisions = self._store.handoff_revisions(req.scope_id, max(req.handoffs, 1))
+        head = _handoff_ref(revisions[0][0]) if revisions else None
+        return BootstrapOverview(
+            scope_id=req.scope_id,
+            references=references.references,
+            references_version=references.version,
+            scopes=[_overview_scope(s) for s in self._survey(req.scope_id, principal)],
+            limits=BootstrapLimits(
+                memory_items=MAX_MEMORY_ITEMS,
+                referenced_scopes=MAX_REFERENCED_SCOPES,
+                inspected_per_scope=INSPECT_PER_SCOPE,
+            ),
+            handoff=HandoffOverview(
+                head=head,
+                queued=queued.handoff_ref,
+                queued_at=None if queued.queued_at is None else iso_time(queued.queued_at),
+                revisions=[
+                    HandoffRevision(
+                        reference=_handoff_ref(revision),
+                        disposition=disposition,  # type: ignore[arg-type]
+                        created_at=iso_time(created),
+                    )
+                    for revision, disposition, created in revisions[: req.handoffs]
+                ],
+            ),
+            receipts=[
+                ReceiptSummary(
+                    integration=r.integration,
+                    lifecycle=r.lifecycle,
+                    state=r.state,  # type: ignore[arg-type]
+                    content_bytes=r.content_bytes,
+                    pack_digest=r.pack_digest,
+                    items=[ReceiptItem.model_validate(item) for item in r.items],
+                    mine=r.mine,
+                    created_at=iso_time(r.created_at),
+                    updated_at=iso_time(r.updated_at),
+                    expires_at=iso_time(r.expires_at),
+                )
+                for r in self._store.recent_receipts(
+                    req.scope_id, principal.principal_id, req.receipts
+                )
+            ],
+        )
 
     def _replay(
         self,
@@ -333,6 +425,36 @@ class BootstrapService:
                 "receipt": receipt,
             }
         )
+
+
+def _memory_citation(entry: TaggedEntry) -> dict[str, Any]:
+    return {
+        "memory_ref": {"family": "memory", "artifact_id": "memory", "revision": entry.revision},
+        "entry_id": entry.entry_id,
+        "entry_version_id": entry.entry_version_id,
+    }
+
+
+def _handoff_ref(revision: int) -> HandoffRef:
+    return HandoffRef(family="handoff", artifact_id="handoff", revision=revision)
+
+
+def _overview_scope(surveyed: SurveyedScope) -> OverviewScope:
+    return OverviewScope(
+        scope_id=surveyed.scope_id,
+        role=surveyed.role,
+        status=surveyed.status,
+        entries=[
+            OverviewEntry(
+                citation=MemoryCitation.model_validate(_memory_citation(entry)),
+                kind=entry.kind,
+                text=entry.text,
+                eligible=excluded is None,
+                excluded=excluded,
+            )
+            for entry, excluded in surveyed.entries
+        ],
+    )
 
 
 def _ready(

@@ -8,18 +8,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from ..context.builder import ExperienceHit, MemoryHit, PreparedContext, PreparedContextBuilder
+from ..context.builder import (
+    ExperienceHit,
+    ItemDecision,
+    MemoryHit,
+    PreparedContext,
+    PreparedContextBuilder,
+)
 from ..contract.context import PrepareContextRequest
 from ..extraction.directives import without_directives
 from ..search.analyzer import query_terms
+from ..store.memory import FoundEntry
+from ..store.review import ApprovedExperience
+from ..store.tracing import LexicalTrace
 from .auth import Principal
 from .bootstrap import BootstrapService
-from .memory import MemoryService, QueryVector
+from .memory import MemoryService, MemoryTrace, QueryVector
 from .review import ReviewService
 
-__all__ = ["ContextService", "Prepared"]
+__all__ = ["ContextService", "ContextTrace", "Prepared"]
 
 EmptyReason = Literal["", "no_memory", "no_match", "budget"]
 
@@ -38,6 +48,21 @@ class Prepared(NamedTuple):
 
 MEMORY_CANDIDATES = 16
 EXPERIENCE_CANDIDATES = 8
+
+
+@dataclass
+class ContextTrace:
+    """What one preparation did, recorded by the very code that prepared it
+    (``explain_context``): both searches' traces, the hits the builder was given, the versions
+    a bootstrap receipt kept out, and the builder's decision for each hit."""
+
+    memory: MemoryTrace = field(default_factory=MemoryTrace)
+    experience: LexicalTrace = field(default_factory=LexicalTrace)
+    head: int = 0
+    memory_hits: list[FoundEntry] = field(default_factory=list)
+    experience_hits: list[ApprovedExperience] = field(default_factory=list)
+    delivered: frozenset[str] = frozenset()
+    decisions: list[ItemDecision] = field(default_factory=list)
 
 
 class ContextService:
@@ -59,19 +84,30 @@ class ContextService:
         """``principal``: the caller, whose own bootstrap receipt alone may de-duplicate."""
         return self.prepare_reporting(req, principal).pack
 
-    def prepare_reporting(self, req: PrepareContextRequest, principal: Principal) -> Prepared:
+    def prepare_reporting(
+        self,
+        req: PrepareContextRequest,
+        principal: Principal,
+        trace: ContextTrace | None = None,
+    ) -> Prepared:
         """:meth:`prepare`, and what happened (``auto`` search: hybrid when the semantic
-        channel is on and its query embedding answered in time, else fts)."""
+        channel is on and its query embedding answered in time, else fts). ``trace``
+        (``explain_context``) is filled with why; the pack is the same with or without it."""
         # ``remember:`` lines are memory writes, not part of the question (issue 17). The
         # query embedding starts before the snapshot and runs alongside the lexical search.
         question = without_directives(req.query)
         query = self._memory.resolve(question, "auto", "prepare_context")
         with self._snapshot():  # one read transaction for every lookup below
-            pack, reason = self._prepare(req, principal, question, query)
+            pack, reason = self._prepare(req, principal, question, query, trace)
         return Prepared(pack, query.mode, query.fallback, reason)
 
     def _prepare(
-        self, req: PrepareContextRequest, principal: Principal, question: str, query: QueryVector
+        self,
+        req: PrepareContextRequest,
+        principal: Principal,
+        question: str,
+        query: QueryVector,
+        trace: ContextTrace | None,
     ) -> tuple[PreparedContext, EmptyReason]:
         delivered = (
             frozenset(
@@ -81,7 +117,20 @@ class ContextService:
             else frozenset()
         )
         terms = query_terms(question)
-        result = self._memory.find(req.scope_id, terms, MEMORY_CANDIDATES, delivered, query)
+        result = self._memory.find(
+            req.scope_id,
+            terms,
+            MEMORY_CANDIDATES,
+            delivered,
+            query,
+            None if trace is None else trace.memory,
+        )
+        approved = self._review.find_experience(
+            req.scope_id,
+            terms,
+            EXPERIENCE_CANDIDATES,
+            None if trace is None else trace.experience,
+        )
         experience = [
             ExperienceHit(
                 artifact_id=found.artifact_id,
@@ -91,7 +140,7 @@ class ContextService:
                 outcome=found.content["outcome"],
                 lesson=found.content["lesson"],
             )
-            for found in self._review.find_experience(req.scope_id, terms, EXPERIENCE_CANDIDATES)
+            for found in approved
         ]
         hits = [
             MemoryHit(
@@ -102,7 +151,12 @@ class ContextService:
             )
             for hit in result.hits
         ]
-        pack = self._builder.build(hits, experience, req.max_bytes)
+        if trace is None:
+            pack = self._builder.build(hits, experience, req.max_bytes)
+        else:  # the same loop, keeping its decision for each hit
+            pack, trace.decisions = self._builder.explain(hits, experience, req.max_bytes)
+            trace.head, trace.delivered = result.head, delivered
+            trace.memory_hits, trace.experience_hits = list(result.hits), approved
         if pack.status == "ready":
             return pack, ""
         if hits or experience:

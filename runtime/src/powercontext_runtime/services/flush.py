@@ -55,7 +55,9 @@ class FlushService:
             except ValidationError:
                 continue  # an extractor proposal the Memory contract refuses is dropped
         new_cursor = window.sources[-1].position
-        memory = self._store.commit(req.scope_id, window.cursor, new_cursor, requests)
+        memory = self._store.commit(
+            req.scope_id, window.cursor, new_cursor, requests, len(window.sources)
+        )
         return FlushMemoryResponse(
             status="processed",
             previous_cursor=window.cursor,

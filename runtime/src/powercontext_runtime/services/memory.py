@@ -11,14 +11,17 @@ lexical hits and the vector candidates, read in one snapshot, fused by
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..contract.memory import (
     GetMemoryEntryRequest,
     ListMemoryChangesRequest,
     ListMemoryEntriesRequest,
+    ListMemoryEntryVersionsRequest,
     MemoryChanges,
     MemoryEntry,
+    MemoryEntryHistory,
     MemoryEntryList,
     MemoryWriteResult,
     RememberMemoryRequest,
@@ -32,11 +35,12 @@ from ..errors import InvalidRequestError
 from ..search import fusion
 from ..search.analyzer import query_terms
 from ..store.memory import FoundEntry, MemoryStore, SearchResult
+from ..store.tracing import LexicalTrace
 
 if TYPE_CHECKING:
     from .semantic import PendingQuery, SemanticChannel
 
-__all__ = ["MemoryService", "QueryVector"]
+__all__ = ["MemoryService", "MemoryTrace", "QueryVector"]
 
 Mode = Literal["fts", "vector", "hybrid"]
 #: Vector candidates considered per search, at least (more for larger limits).
@@ -66,6 +70,17 @@ class QueryVector:
 
 
 _FTS = QueryVector("fts")
+
+
+@dataclass
+class MemoryTrace:
+    """Why a Memory search returned what it did (``explain_context``): the lexical channel's
+    trace and, for hybrid/vector searches, the fusion's decisions with each vector
+    candidate's (entry id, text) by entry version id."""
+
+    lexical: LexicalTrace = field(default_factory=LexicalTrace)
+    fusion: fusion.FusionTrace | None = None
+    vector: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 class MemoryService:
@@ -102,6 +117,9 @@ class MemoryService:
 
     def list(self, req: ListMemoryEntriesRequest) -> MemoryEntryList:
         return self._store.list(req)
+
+    def versions(self, req: ListMemoryEntryVersionsRequest) -> MemoryEntryHistory:
+        return self._store.versions(req)
 
     def changes(self, req: ListMemoryChangesRequest) -> MemoryChanges:
         return self._store.changes(req)
@@ -169,18 +187,23 @@ class MemoryService:
         limit: int,
         exclude_versions: frozenset[str] = frozenset(),
         query: QueryVector = _FTS,
+        trace: MemoryTrace | None = None,
     ) -> SearchResult:
         """Search shared by ``search_memory`` and context preparation (``terms`` from
         :func:`~powercontext_runtime.search.analyzer.query_terms`, analysed once per request;
-        ``query`` from :meth:`resolve`, the lexical search when omitted)."""
+        ``query`` from :meth:`resolve`, the lexical search when omitted). ``trace``
+        (``explain_context``) is filled with why; the result is the same with or without."""
+        lexical_trace = None if trace is None else trace.lexical
         if query.mode == "fts" or self._semantic is None:
-            return self._store.search(scope_id, terms, limit, exclude_versions)
+            return self._store.search(scope_id, terms, limit, exclude_versions, lexical_trace)
         semantic = self._semantic
         assert query.admission is not None
         k = max(VECTOR_CANDIDATES, 2 * limit)
         with semantic.snapshot():  # head, lexical and vector candidates: one snapshot
             if query.mode == "hybrid":
-                lexical = self._store.search(scope_id, terms, limit, exclude_versions)
+                lexical = self._store.search(
+                    scope_id, terms, limit, exclude_versions, lexical_trace
+                )
                 head = lexical.head
             else:
                 lexical = SearchResult(0, [])
@@ -201,12 +224,15 @@ class MemoryService:
             return found[str(key)].entry_id.encode("utf-8")
 
         pairs = [(c.entry_version_id, c.similarity) for c in vector]
+        fused_trace = None
+        if trace is not None:
+            trace.fusion = fused_trace = fusion.FusionTrace()
+            trace.vector = {c.entry_version_id: (c.entry_id, c.text) for c in vector}
         if query.mode == "hybrid":
-            fused = fusion.fuse(
-                [h.entry_version_id for h in lexical.hits], pairs, query.admission, limit, tiebreak
-            )
+            lexical_ids = [h.entry_version_id for h in lexical.hits]
+            fused = fusion.fuse(lexical_ids, pairs, query.admission, limit, tiebreak, fused_trace)
         else:
-            fused = fusion.vector_only(pairs, query.admission, limit, tiebreak)
+            fused = fusion.vector_only(pairs, query.admission, limit, tiebreak, fused_trace)
         return SearchResult(
             head,
             [found[str(f.key)]._replace(score=f.score, matched_by=f.matched_by) for f in fused],
@@ -218,3 +244,9 @@ class MemoryService:
 
     def index_is_consistent(self) -> bool:
         return self._store.index_is_consistent()
+
+    def facets_are_consistent(self) -> bool:
+        return self._store.facets_are_consistent()
+
+    def rebuild_facets(self) -> int:
+        return self._store.rebuild_facets()

@@ -26,6 +26,7 @@ from ..contract.review import (
     SkillList,
 )
 from ..store.review import ApprovedExperience, ReviewStore
+from ..store.tracing import LexicalTrace
 
 __all__ = ["ReviewService"]
 
@@ -80,10 +81,10 @@ class ReviewService:
         )
 
     def find_experience(
-        self, scope_id: str, terms: Sequence[str], limit: int
+        self, scope_id: str, terms: Sequence[str], limit: int, trace: LexicalTrace | None = None
     ) -> list[ApprovedExperience]:
         """Approved Experience heads for a prompt's analysed terms (context preparation)."""
-        return self._store.search_experience(scope_id, terms, limit)
+        return self._store.search_experience(scope_id, terms, limit, trace)
 
     def reindex(self) -> int:
         return self._store.reindex_experience()

@@ -38,7 +38,7 @@ from .schema import (
     scope_references,
 )
 
-__all__ = ["BootstrapStore", "ReceiptRecord", "TaggedEntry"]
+__all__ = ["BootstrapStore", "ReceiptRecord", "StoredReceipt", "TaggedEntry"]
 
 RECEIPT_TTL_MS = 30 * 24 * 3600 * 1000
 PURGE_BATCH = 100
@@ -66,6 +66,22 @@ class ReceiptRecord:
     fingerprint: str
     state: str
     items: list[dict[str, Any]]
+    expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredReceipt:
+    """A receipt as the console's Bootstrap page shows it (no id, no principal, no content)."""
+
+    integration: str
+    lifecycle: str
+    state: str
+    content_bytes: int
+    pack_digest: str | None
+    items: list[dict[str, Any]]
+    mine: bool
+    created_at: int
+    updated_at: int
     expires_at: int
 
 
@@ -214,6 +230,66 @@ class BootstrapStore:
             content=HandoffContent.model_validate_json(content),
             queued=queued == ref.revision,
         )
+
+    def handoff_revisions(self, scope_id: str, limit: int) -> list[tuple[int, str, int]]:
+        """The scope's latest Handoff revisions, newest first: (revision, disposition,
+        created_at), read from the revisions' unique key range."""
+        if limit <= 0:
+            return []
+        with self._db.read() as conn:
+            rows = conn.execute(
+                select(_a.c.revision, _a.c.content, _a.c.created_at)
+                .where(
+                    _a.c.scope_id == scope_id,
+                    _a.c.family == "handoff",
+                    _a.c.artifact_id == "handoff",
+                )
+                .order_by(_a.c.revision.desc())
+                .limit(limit)
+            ).all()
+        return [
+            (row.revision, json.loads(row.content)["disposition"], row.created_at) for row in rows
+        ]
+
+    def recent_receipts(self, scope_id: str, principal_id: str, limit: int) -> list[StoredReceipt]:
+        """The scope's live receipts, newest first (``ix_bootstrap_receipts_scope``)."""
+        if limit <= 0:
+            return []
+        now = now_ms()
+        with self._db.read() as conn:
+            rows = conn.execute(
+                select(
+                    _r.c.integration,
+                    _r.c.lifecycle,
+                    _r.c.state,
+                    _r.c.content_bytes,
+                    _r.c.pack_digest,
+                    _r.c["items"],
+                    _r.c.principal_id,
+                    _r.c.created_at,
+                    _r.c.updated_at,
+                    _r.c.expires_at,
+                )
+                .where(_r.c.scope_id == scope_id)
+                .order_by(_r.c.created_at.desc())
+                .limit(limit + PURGE_BATCH)  # room for expired ones not purged yet
+            ).all()
+        live = [row for row in rows if row.expires_at > now][:limit]
+        return [
+            StoredReceipt(
+                row.integration,
+                row.lifecycle,
+                row.state,
+                row.content_bytes,
+                row.pack_digest,
+                json.loads(row.items),
+                row.principal_id == principal_id,
+                row.created_at,
+                row.updated_at,
+                row.expires_at,
+            )
+            for row in live
+        ]
 
     def next_handoff(self, scope_id: str) -> NextHandoff:
         with self._db.read() as conn:

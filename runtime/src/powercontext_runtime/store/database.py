@@ -49,7 +49,7 @@ from sqlalchemy.schema import CreateTable
 from ..errors import UnavailableError
 from . import fulltext
 from ._sqlite import sqlite_driver
-from .schema import add_missing_columns, metadata
+from .schema import add_missing_columns, add_missing_indexes, metadata
 
 __all__ = ["Backend", "Database", "NotWritableError", "RetryableConflict"]
 
@@ -223,6 +223,8 @@ class Database:
             metadata.create_all(conn)
             for column in add_missing_columns(conn):
                 _log.info("schema_column_added", extra={"operation": column})
+            for index in add_missing_indexes(conn):
+                _log.info("schema_index_added", extra={"operation": index})
             self.fulltext.create(conn)
 
     def check_server(self) -> None:

@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, insert, select, update
 
 from ..contract.common import MemoryRef
 from ..contract.memory import RememberMemoryRequest
 from ..errors import ConflictError
 from ..extraction import CapturedSource
-from .database import Database
+from .database import Database, now_ms
 from .memory import MemoryStore
-from .schema import memory_heads, source_heads, sources
+from .schema import flush_runs, memory_heads, source_heads, sources
 
 __all__ = ["FlushStore", "Window"]
 
@@ -62,8 +62,10 @@ class FlushStore:
         expected_cursor: int,
         new_cursor: int,
         entries: Sequence[RememberMemoryRequest],
+        sources_processed: int = 0,
     ) -> MemoryRef | None:
-        """Write the entries and advance the cursor in one transaction; the new Memory head."""
+        """Write the entries and advance the cursor in one transaction; the new Memory head.
+        The run is recorded (counts only) in the same transaction."""
 
         def work(conn: Connection) -> MemoryRef | None:
             query = select(source_heads.c.flush_cursor).where(source_heads.c.scope_id == scope_id)
@@ -76,6 +78,7 @@ class FlushStore:
                     code="flush_conflict",
                     details={"expected_cursor": expected_cursor, "current_cursor": current},
                 )
+            before = _head(conn, scope_id)
             for entry in entries:
                 self._memory.remember_in(conn, entry)
             conn.execute(
@@ -83,7 +86,19 @@ class FlushStore:
                 .where(source_heads.c.scope_id == scope_id)
                 .values(flush_cursor=new_cursor)
             )
-            return _head(conn, scope_id)
+            after = _head(conn, scope_id)
+            conn.execute(
+                insert(flush_runs).values(
+                    scope_id=scope_id,
+                    to_cursor=new_cursor,
+                    from_cursor=expected_cursor,
+                    sources=sources_processed,
+                    # Each new entry is one revision; a duplicate of an active entry is none.
+                    entries=(after.revision if after else 0) - (before.revision if before else 0),
+                    created_at=now_ms(),
+                )
+            )
+            return after
 
         return self._db.write(work)
 

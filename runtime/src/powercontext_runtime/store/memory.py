@@ -17,17 +17,32 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter
-from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Row,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 
 from ..contract.common import ArtifactRef, MemoryCitation, MemoryRef, SourceRef
 from ..contract.limits import MAX_EVIDENCE_REFS
 from ..contract.memory import (
     ListMemoryChangesRequest,
     ListMemoryEntriesRequest,
+    ListMemoryEntryVersionsRequest,
     MemoryChange,
     MemoryChanges,
     MemoryEntry,
+    MemoryEntryHistory,
     MemoryEntryList,
+    MemoryEntryVersion,
     MemoryWriteResult,
     RememberMemoryRequest,
     RetireMemoryEntryRequest,
@@ -51,7 +66,14 @@ from ._records import (
 from ._sqlite import sqlite_driver
 from .database import Database, now_ms
 from .fulltext import read_frequencies
-from .schema import memory_entries, memory_heads, memory_revisions, memory_versions
+from .schema import (
+    memory_entries,
+    memory_facets,
+    memory_heads,
+    memory_revisions,
+    memory_versions,
+)
+from .tracing import LexicalTrace, trace_lexical
 
 __all__ = ["MemoryStore", "SearchResult"]
 
@@ -59,6 +81,8 @@ __all__ = ["MemoryStore", "SearchResult"]
 # binding a larger Python int fails in the driver (a 500 instead of an empty answer).
 _v = memory_versions
 _e = memory_entries
+_f = memory_facets
+_FACET_BATCH = 200  # rows per insert when rebuilding (OceanBase's statement size limit)
 
 Analyze = Callable[[str], list[str]]
 
@@ -187,6 +211,7 @@ class MemoryStore:
                 content_hash=digest,
             )
         )
+        _add_facets(conn, req.scope_id, entry_id, revision, req.kind, req.tags, "active")
         self._commit_revision(conn, req.scope_id, revision, "remember", row)
         self._db.fulltext.add(
             conn, "memory", req.scope_id, row.id, self._analyze(_search_text(row))
@@ -220,7 +245,13 @@ class MemoryStore:
                 state="active",
                 revision=revision,
             )
-            self._supersede(conn, current, row, revision, content_hash(kind, text, tags))
+            created = self._supersede(conn, current, row, revision, content_hash(kind, text, tags))
+            old_facets = _facet_values(current.kind, json.loads(current.tags))
+            new_facets = _facet_values(kind, tags)
+            _drop_facets(conn, req.scope_id, current.entry_id, created, old_facets - new_facets)
+            _insert_facets(
+                conn, req.scope_id, current.entry_id, created, new_facets - old_facets, "active"
+            )
             self._commit_revision(conn, req.scope_id, revision, "revise", row)
             self._db.fulltext.remove(conn, "memory", req.scope_id, current.id)
             self._db.fulltext.add(
@@ -252,7 +283,9 @@ class MemoryStore:
                 state="inactive",
                 revision=revision,
             )
-            self._supersede(conn, current, row, revision, current.content_hash)
+            created = self._supersede(conn, current, row, revision, current.content_hash)
+            facets = _facet_values(current.kind, json.loads(current.tags))
+            _set_facet_state(conn, req.scope_id, current.entry_id, created, facets, "inactive")
             self._commit_revision(conn, req.scope_id, revision, "retire", row)
             self._db.fulltext.remove(conn, "memory", req.scope_id, current.id)
             return MemoryWriteResult(memory=MemoryRef.at(revision), entry=_entry(row, revision))
@@ -284,29 +317,61 @@ class MemoryStore:
         return _entry(row, revision)
 
     def list(self, req: ListMemoryEntriesRequest) -> MemoryEntryList:
+        """A page of the head's entries in creation order, optionally of one state, kind
+        and/or tag. Every shape reads an index range in that order (no scan of the scope):
+        ``ix_memory_entries_state`` for one state, the entries' order index for ``any``, and
+        ``memory_facets`` (its key, or its state index) for a kind or a tag."""
         after = decode_cursor(req.cursor) if req.cursor else None
-        query = (
-            select(_v, _e.c.created_revision)
-            .join(
-                _e,
-                and_(
-                    _e.c.scope_id == _v.c.scope_id,
-                    _e.c.current_version_id == _v.c.entry_version_id,
-                ),
+        state = req.wanted_state
+        if req.tag is not None or req.kind is not None:
+            facet, value = ("tag", req.tag) if req.tag is not None else ("kind", req.kind)
+            order = (_f.c.created_revision, _f.c.entry_id)
+            query = (
+                select(_v, _f.c.created_revision)
+                .select_from(_f)
+                .join(_e, and_(_e.c.scope_id == _f.c.scope_id, _e.c.entry_id == _f.c.entry_id))
+                .join(
+                    _v,
+                    and_(
+                        _v.c.scope_id == _e.c.scope_id,
+                        _v.c.entry_version_id == _e.c.current_version_id,
+                    ),
+                )
+                .where(_f.c.scope_id == req.scope_id, _f.c.facet == facet, _f.c.value == value)
             )
-            .where(_e.c.scope_id == req.scope_id)
-            .order_by(_e.c.created_revision, _e.c.entry_id)
-            .limit(req.limit + 1)
-        )
-        if not req.include_inactive:
-            query = query.where(_e.c.state == "active")
+            if state != "any":
+                query = query.where(_f.c.state == state)
+            if req.tag is not None and req.kind is not None:
+                k = _f.alias("kind_facet")
+                query = query.where(
+                    exists().where(
+                        k.c.scope_id == _f.c.scope_id,
+                        k.c.facet == "kind",
+                        k.c.value == req.kind,
+                        k.c.created_revision == _f.c.created_revision,
+                        k.c.entry_id == _f.c.entry_id,
+                    )
+                )
+        else:
+            order = (_e.c.created_revision, _e.c.entry_id)
+            query = (
+                select(_v, _e.c.created_revision)
+                .join(
+                    _e,
+                    and_(
+                        _e.c.scope_id == _v.c.scope_id,
+                        _e.c.current_version_id == _v.c.entry_version_id,
+                    ),
+                )
+                .where(_e.c.scope_id == req.scope_id)
+            )
+            if state != "any":
+                query = query.where(_e.c.state == state)
         if after is not None:
             query = query.where(
-                or_(
-                    _e.c.created_revision > after[0],
-                    and_(_e.c.created_revision == after[0], _e.c.entry_id > after[1]),
-                )
+                or_(order[0] > after[0], and_(order[0] == after[0], order[1] > after[1]))
             )
+        query = query.order_by(*order).limit(req.limit + 1)
         with self._db.read() as conn:
             head = self._head(conn, req.scope_id)
             rows = conn.execute(query).all() if head else []
@@ -320,6 +385,29 @@ class MemoryStore:
             memory=MemoryRef.at(head) if head else None,
             entries=[_entry(row, head) for row in page],
             next_cursor=next_cursor,
+        )
+
+    def versions(self, req: ListMemoryEntryVersionsRequest) -> MemoryEntryHistory:
+        """An entry's versions, newest first, each with its exact citation (the revision it
+        was written in). Reads the (scope, entry, version) key's range."""
+        before = decode_cursor(req.cursor)[0] if req.cursor else None
+        query = select(_v).where(_v.c.scope_id == req.scope_id, _v.c.entry_id == req.entry_id)
+        if before is not None:
+            query = query.where(_v.c.version < before)
+        query = query.order_by(_v.c.version.desc()).limit(req.limit + 1)
+        with self._db.read() as conn:
+            head = self._head(conn, req.scope_id)
+            rows = conn.execute(query).all() if head else []
+        if not rows and before is None:
+            raise NotFoundError("no such memory entry", code="memory_not_found")
+        page = rows[: req.limit]
+        return MemoryEntryHistory(
+            memory=MemoryRef.at(head) if head else None,
+            entry_id=req.entry_id,
+            versions=[_version(row) for row in page],
+            next_cursor=(
+                encode_cursor(page[-1].version, req.entry_id) if len(rows) > req.limit else None
+            ),
         )
 
     def changes(self, req: ListMemoryChangesRequest) -> MemoryChanges:
@@ -355,11 +443,14 @@ class MemoryStore:
         terms: Sequence[str],
         limit: int,
         exclude_versions: frozenset[str] = frozenset(),
+        trace: LexicalTrace | None = None,
     ) -> SearchResult:
         """Rank the head's active entries; head and index are read in one snapshot.
 
         ``exclude_versions`` (entry version ids) are removed before ranking and the limit, so
         they neither crowd out other candidates nor count as relevant (bootstrap de-dup).
+        ``trace`` (``explain_context``) is filled with why candidates were or were not
+        returned; the result is the same with or without it.
         """
         with self._db.read() as conn:
             head = self._head(conn, scope_id)
@@ -372,11 +463,19 @@ class MemoryStore:
             candidates = self._db.fulltext.match(
                 conn, "memory", scope_id, plan.retrieval_terms, plan.candidate_limit
             )
+            retrieved = len(candidates)
+            delivered: list[scoring.Document] = []
             if exclude_versions:
                 excluded = self._rowids(conn, scope_id, exclude_versions)
+                if trace is not None:
+                    delivered = [c for c in candidates if c[0] in excluded]
                 candidates = [c for c in candidates if c[0] not in excluded]
-            ranked = scoring.top(scoring.rank(plan, candidates), limit)
+            assessed: list[scoring.Assessed] | None = [] if trace is not None else None
+            admitted = scoring.rank(plan, candidates, assessed)
+            ranked = scoring.top(admitted, limit)
             if not ranked:
+                if trace is not None:
+                    self._trace(conn, trace, scope_id, plan, retrieved, assessed, [], [], delivered)
                 return SearchResult(head, [])
             # By primary key only: adding ``scope_id`` to the statement lets SQLite pick the
             # (scope_id, entry_version_id) index and scan the whole scope.
@@ -385,11 +484,16 @@ class MemoryStore:
                 for row in self._versions_by_id(conn, [r.rowid for r in ranked])
                 if row[1] == scope_id
             }
-        # Final order: score, then entry id by byte order (ties at the cut were all kept).
-        ordered = sorted(
-            (r for r in ranked if r.rowid in rows),
-            key=lambda r: (-r.score, rows[r.rowid][2].encode("utf-8")),
-        )[:limit]
+            # Final order: score, then entry id by byte order (ties at the cut were all kept).
+            ordered = sorted(
+                (r for r in ranked if r.rowid in rows),
+                key=lambda r: (-r.score, rows[r.rowid][2].encode("utf-8")),
+            )[:limit]
+            if trace is not None:
+                hits = [r.rowid for r in ordered]
+                self._trace(
+                    conn, trace, scope_id, plan, retrieved, assessed, admitted, hits, delivered
+                )
         return SearchResult(
             head,
             [
@@ -397,6 +501,37 @@ class MemoryStore:
                 for r in ordered
             ],
         )
+
+    def _trace(
+        self,
+        conn: Connection,
+        trace: LexicalTrace,
+        scope_id: str,
+        plan: scoring.QueryPlan,
+        retrieved: int,
+        assessed: list[scoring.Assessed] | None,
+        admitted: list[scoring.Ranked],
+        hits: list[int],
+        delivered: list[scoring.Document],
+    ) -> None:
+        """Explain a search (``explain_context`` only): the delivered versions are ranked on
+        their own to say whether they would have been admitted; rows come by primary key."""
+        would: list[scoring.Assessed] = []
+        if delivered:
+            scoring.rank(plan, delivered, would)
+        if admitted:  # final order for ties, as the search orders them
+            scores = {r.rowid: r for r in admitted}
+            admitted = [scores[rowid] for rowid in hits] + [
+                r for r in admitted if r.rowid not in set(hits)
+            ]
+
+        def rows(ids: list[int]) -> dict[int, tuple[str, str, str]]:
+            if not ids:
+                return {}
+            found = self._versions_by_id(conn, ids)
+            return {row[0]: (row[2], row[3], row[4]) for row in found if row[1] == scope_id}
+
+        trace_lexical(trace, plan, retrieved, assessed or [], admitted, hits, would, rows)
 
     @staticmethod
     def _rowids(conn: Connection, scope_id: str, version_ids: frozenset[str]) -> set[int]:
@@ -423,6 +558,50 @@ class MemoryStore:
                 self._db.fulltext.add(
                     conn, "memory", row.scope_id, row.id, self._analyze(_search_text(row))
                 )
+            return len(rows)
+
+        return self._db.write(work)
+
+    def facets_are_consistent(self) -> bool:
+        """Every entry has its kind row in ``memory_facets`` (a database from before the
+        facets existed has none)."""
+        with self._db.read() as conn:
+            kinds = conn.execute(
+                select(func.count()).select_from(_f).where(_f.c.facet == "kind")
+            ).scalar_one()
+            entries = conn.execute(select(func.count()).select_from(_e)).scalar_one()
+        return kinds == entries
+
+    def rebuild_facets(self) -> int:
+        """Rebuild ``memory_facets`` from the entries' current versions; the entries done."""
+
+        def work(conn: Connection) -> int:
+            conn.execute(delete(_f))
+            rows = conn.execute(
+                select(_e.c.scope_id, _e.c.entry_id, _e.c.created_revision, _e.c.state)
+                .add_columns(_v.c.kind, _v.c.tags)
+                .join(
+                    _v,
+                    and_(
+                        _v.c.scope_id == _e.c.scope_id,
+                        _v.c.entry_version_id == _e.c.current_version_id,
+                    ),
+                )
+            ).all()
+            batch: list[dict[str, Any]] = []
+            for row in rows:
+                for facet, value in _facet_values(row.kind, json.loads(row.tags)):
+                    batch.append(
+                        _facet_row(
+                            row.scope_id, row.entry_id, row.created_revision, facet, value,
+                            row.state,
+                        )
+                    )  # fmt: skip
+                if len(batch) >= _FACET_BATCH:
+                    conn.execute(insert(_f), batch)
+                    batch = []
+            if batch:
+                conn.execute(insert(_f), batch)
             return len(rows)
 
         return self._db.write(work)
@@ -540,7 +719,9 @@ class MemoryStore:
 
     def _supersede(
         self, conn: Connection, old: Row[Any], new: Row[Any], revision: int, digest: str
-    ) -> None:
+    ) -> int:
+        """Close ``old``, point the entry at ``new``; the entry's ``created_revision`` (the
+        facets' key)."""
         conn.execute(update(_v).where(_v.c.id == old.id).values(valid_to=revision))
         conn.execute(
             update(_e)
@@ -552,6 +733,12 @@ class MemoryStore:
                 content_hash=digest,
             )
         )
+        created = conn.execute(
+            select(_e.c.created_revision).where(
+                _e.c.scope_id == old.scope_id, _e.c.entry_id == old.entry_id
+            )
+        ).scalar_one()
+        return int(created)
 
     def _commit_revision(
         self, conn: Connection, scope_id: str, revision: int, operation: str, row: Row[Any]
@@ -571,6 +758,102 @@ class MemoryStore:
             .where(memory_heads.c.scope_id == scope_id)
             .values(revision=revision, updated_at=now_ms())
         )
+
+
+Facet = tuple[str, str]
+
+
+def _facet_values(kind: str, tags: Sequence[str]) -> set[Facet]:
+    return {("kind", kind), *(("tag", tag) for tag in tags)}
+
+
+def _facet_row(
+    scope_id: str, entry_id: str, created: int, facet: str, value: str, state: str
+) -> dict[str, Any]:
+    return {
+        "scope_id": scope_id,
+        "facet": facet,
+        "value": value,
+        "created_revision": created,
+        "entry_id": entry_id,
+        "state": state,
+    }
+
+
+def _add_facets(
+    conn: Connection,
+    scope_id: str,
+    entry_id: str,
+    created: int,
+    kind: str,
+    tags: Sequence[str],
+    state: str,
+) -> None:
+    _insert_facets(conn, scope_id, entry_id, created, _facet_values(kind, tags), state)
+
+
+def _insert_facets(
+    conn: Connection, scope_id: str, entry_id: str, created: int, facets: set[Facet], state: str
+) -> None:
+    if facets:
+        rows = [_facet_row(scope_id, entry_id, created, f, v, state) for f, v in sorted(facets)]
+        conn.execute(insert(_f), rows)
+
+
+def _facet_key(scope_id: str, entry_id: str, created: int) -> Any:
+    """The facet rows of one entry, each by its whole primary key (never a scope scan)."""
+    return and_(
+        _f.c.scope_id == scope_id,
+        _f.c.facet == bindparam("b_facet"),
+        _f.c.value == bindparam("b_value"),
+        _f.c.created_revision == created,
+        _f.c.entry_id == entry_id,
+    )
+
+
+def _drop_facets(
+    conn: Connection, scope_id: str, entry_id: str, created: int, facets: set[Facet]
+) -> None:
+    if facets:
+        conn.execute(
+            delete(_f).where(_facet_key(scope_id, entry_id, created)),
+            [{"b_facet": f, "b_value": v} for f, v in sorted(facets)],
+        )
+
+
+def _set_facet_state(
+    conn: Connection, scope_id: str, entry_id: str, created: int, facets: set[Facet], state: str
+) -> None:
+    if facets:
+        conn.execute(
+            update(_f).where(_facet_key(scope_id, entry_id, created)).values(state=state),
+            [{"b_facet": f, "b_value": v} for f, v in sorted(facets)],
+        )
+
+
+def _version(row: Row[Any]) -> MemoryEntryVersion:
+    """A version row with its exact citation: the revision it was written in holds it."""
+    if row.version == 1:
+        operation = "remember"
+    elif row.state == "inactive":
+        operation = "retire"
+    else:
+        operation = "revise"
+    return MemoryEntryVersion(
+        citation=_citation(row, row.valid_from),
+        version=row.version,
+        kind=row.kind,
+        text=row.text,
+        tags=json.loads(row.tags),
+        state=row.state,
+        reason=row.reason,
+        source_refs=SOURCE_REFS.validate_json(row.source_refs),
+        artifact_refs=ARTIFACT_REFS.validate_json(row.artifact_refs),
+        operation=operation,  # type: ignore[arg-type]
+        valid_from_revision=row.valid_from,
+        valid_to_revision=row.valid_to,
+        created_at=iso_time(row.created_at),
+    )
 
 
 def _search_text(row: Row[Any]) -> str:

@@ -54,6 +54,7 @@ from .schema import (
     memory_heads,
     sources,
 )
+from .tracing import LexicalTrace, trace_lexical
 
 __all__ = ["ApprovedExperience", "ReviewStore", "StoredArtifact", "experience_search_text"]
 
@@ -400,9 +401,10 @@ class ReviewStore:
         return items, next_cursor
 
     def search_experience(
-        self, scope_id: str, terms: Sequence[str], limit: int
+        self, scope_id: str, terms: Sequence[str], limit: int, trace: LexicalTrace | None = None
     ) -> list[ApprovedExperience]:
-        """Current approved Experience heads for the query, best first (one snapshot)."""
+        """Current approved Experience heads for the query, best first (one snapshot).
+        ``trace`` (``explain_context``) is filled with why; the result is the same."""
         if not terms:
             return []
         with self._db.read() as conn:
@@ -413,27 +415,29 @@ class ReviewStore:
             found = self._db.fulltext.match(
                 conn, "experience", scope_id, plan.retrieval_terms, plan.candidate_limit
             )
-            ranked = scoring.top(scoring.rank(plan, found), limit)
-            if not ranked:
-                return []
-            rows = {
-                row.id: row
-                for row in conn.execute(
-                    # By primary key only (a scope_id filter would make SQLite scan the scope).
-                    select(
-                        _a.c.id, _a.c.scope_id, _a.c.artifact_id, _a.c.revision, _a.c.content
-                    ).where(_a.c.id.in_([r.rowid for r in ranked]))
-                )
-                if row.scope_id == scope_id
-            }
-        ordered = sorted(
-            (r for r in ranked if r.rowid in rows),
-            key=lambda r: (
-                -r.score,
-                rows[r.rowid].artifact_id.encode("utf-8"),
-                rows[r.rowid].revision,
-            ),
-        )[:limit]
+            assessed: list[scoring.Assessed] | None = [] if trace is not None else None
+            admitted = scoring.rank(plan, found, assessed)
+            ranked = scoring.top(admitted, limit)
+            rows = self._experience_rows(conn, scope_id, [r.rowid for r in ranked])
+            ordered = sorted(
+                (r for r in ranked if r.rowid in rows),
+                key=lambda r: (
+                    -r.score,
+                    rows[r.rowid].artifact_id.encode("utf-8"),
+                    rows[r.rowid].revision,
+                ),
+            )[:limit]
+            if trace is not None:
+                hits = [r.rowid for r in ordered]
+                in_order = [*(r for r in ordered), *(r for r in admitted if r.rowid not in hits)]
+
+                def read(ids: list[int]) -> dict[int, tuple[str, str, str]]:
+                    return {
+                        rowid: (row.artifact_id, str(row.revision), row.content)
+                        for rowid, row in self._experience_rows(conn, scope_id, ids).items()
+                    }
+
+                trace_lexical(trace, plan, len(found), assessed or [], in_order, hits, [], read)
         return [
             ApprovedExperience(
                 artifact_id=rows[r.rowid].artifact_id,
@@ -443,6 +447,20 @@ class ReviewStore:
             )
             for r in ordered
         ]
+
+    def _experience_rows(self, conn: Connection, scope_id: str, ids: list[int]) -> dict[int, Any]:
+        if not ids:
+            return {}
+        return {
+            row.id: row
+            for row in conn.execute(
+                # By primary key only (a scope_id filter would make SQLite scan the scope).
+                select(_a.c.id, _a.c.scope_id, _a.c.artifact_id, _a.c.revision, _a.c.content).where(
+                    _a.c.id.in_(ids)
+                )
+            )
+            if row.scope_id == scope_id
+        }
 
     def reindex_experience(self) -> int:
         def work(conn: Connection) -> int:

@@ -69,6 +69,34 @@ memory_entries = Table(
     Column("content_hash", String(64), nullable=False),
     Index("ix_memory_entries_hash", "scope_id", "content_hash"),
     Index("ix_memory_entries_order", "scope_id", "created_revision", "entry_id"),
+    # The list of one state (active, the default; or retired) in creation order, paged.
+    Index("ix_memory_entries_state", "scope_id", "state", "created_revision", "entry_id"),
+    **_TABLE_OPTIONS,
+)
+
+# Derived: each entry's current kind and tags as rows (``facet`` ``kind`` or ``tag``), in the
+# entry's creation order, so that listing a scope's entries of one kind or tag (the console's
+# Memory filters) reads an index range instead of the whole scope. Kept in step by every write
+# (at most 17 rows of one entry) and rebuilt from the version rows when it is not (start-up,
+# ``powercontext reindex``).
+memory_facets = Table(
+    "memory_facets",
+    metadata,
+    Column("scope_id", String(256), primary_key=True),
+    Column("facet", String(8), primary_key=True),
+    Column("value", String(128), primary_key=True),
+    Column("created_revision", Integer, primary_key=True, autoincrement=False),
+    Column("entry_id", String(128), primary_key=True),
+    Column("state", String(16), nullable=False),
+    Index(
+        "ix_memory_facets_state",
+        "scope_id",
+        "facet",
+        "value",
+        "state",
+        "created_revision",
+        "entry_id",
+    ),
     **_TABLE_OPTIONS,
 )
 
@@ -131,6 +159,23 @@ sources = Table(
     Column("metadata", Text, nullable=True),
     Column("created_at", BigInteger, nullable=False),
     UniqueConstraint("scope_id", "source_id", name="uq_sources_source_id"),
+    # Prompts captured by day (the console's Activity page): a covering index range.
+    Index("ix_sources_created", "scope_id", "created_at"),
+    **_TABLE_OPTIONS,
+)
+
+# One row per flush that processed sources (an idle flush writes nothing): counts only, never
+# content. Written in the flush's own transaction, with its cursor. For the Activity page.
+flush_runs = Table(
+    "flush_runs",
+    metadata,
+    Column("scope_id", String(256), primary_key=True),
+    Column("to_cursor", Integer, primary_key=True, autoincrement=False),  # where it moved it
+    Column("from_cursor", Integer, nullable=False),
+    Column("sources", Integer, nullable=False),  # sources processed
+    Column("entries", Integer, nullable=False),  # Memory entries it added (duplicates: none)
+    Column("created_at", BigInteger, nullable=False),
+    Index("ix_flush_runs_created", "scope_id", "created_at"),
     **_TABLE_OPTIONS,
 )
 
@@ -262,6 +307,9 @@ bootstrap_receipts = Table(
     Column("expires_at", BigInteger, nullable=False),
     UniqueConstraint("event_key", name="uq_bootstrap_receipts_event"),
     Index("ix_bootstrap_receipts_expiry", "expires_at"),
+    # A scope's recent receipts and their states by day (the console's Bootstrap and
+    # Activity pages).
+    Index("ix_bootstrap_receipts_scope", "scope_id", "created_at", "state"),
     **_TABLE_OPTIONS,
 )
 
@@ -290,6 +338,33 @@ def add_missing_columns(conn: Connection) -> list[str]:
             )
             added.append(f"{table.name}.{column.name}")
     return added
+
+
+def add_missing_indexes(conn: Connection) -> list[str]:
+    """Create the indexes a newer release added to tables an older one created (``create_all``
+    only indexes the tables it creates). Idempotent; returns the index names created. On a
+    large table this is a one-time cost at the first start after the upgrade."""
+    added = []
+    for table in metadata.sorted_tables:
+        present = _index_names(conn, table.name)
+        for index in sorted(table.indexes, key=lambda i: str(i.name)):
+            if index.name not in present:
+                index.create(conn)
+                added.append(str(index.name))
+    return added
+
+
+def _index_names(conn: Connection, table: str) -> set[str]:
+    if conn.dialect.name == "sqlite":
+        return {row[1] for row in conn.exec_driver_sql(f"PRAGMA index_list({table})")}
+    rows = conn.execute(
+        text(
+            "SELECT DISTINCT index_name FROM information_schema.statistics "
+            "WHERE table_schema = DATABASE() AND table_name = :table"
+        ),
+        {"table": table},
+    )
+    return {row[0] for row in rows}
 
 
 def _column_names(conn: Connection, table: str) -> set[str]:

@@ -16,7 +16,8 @@
     flash: null,
     inbox: { status: "pending", family: "", selected: null },
     pack: { prompt: "", maxBytes: 8000, result: null },
-    memory: { query: "", inactive: false },
+    memory: { query: "", state: "active", kind: "", tag: "" },
+    activity: { days: 14 },
   };
   const root = document.getElementById("app");
 
@@ -115,7 +116,7 @@
   function route() {
     const hash = location.hash.replace(/^#\/?/, "");
     const [view, ...rest] = hash.split("/");
-    const known = ["inbox", "memory", "pack"];
+    const known = ["inbox", "memory", "pack", "bootstrap", "activity"];
     return { view: known.includes(view) ? view : "inbox", arg: rest.join("/") ? decodeURIComponent(rest.join("/")) : null };
   }
 
@@ -153,6 +154,8 @@
     }
     if (current.view === "pack") main.append(packView());
     else if (current.view === "memory") main.append(memoryView());
+    else if (current.view === "bootstrap") main.append(bootstrapView());
+    else if (current.view === "activity") main.append(activityView());
     else main.append(inboxView(current.arg));
     if (focusMain) {
       const heading = main.querySelector("h1");
@@ -201,7 +204,8 @@
       : t("who", { name: session.token_name, caps: session.capabilities.join(", ") });
     return h("header", { class: "top" },
       h("p", { class: "brand" }, t("brand")),
-      h("nav", { "aria-label": t("nav.label") }, h("ul", {}, link("inbox", t("nav.inbox")), link("memory", t("nav.memory")), link("pack", t("nav.pack")))),
+      h("nav", { "aria-label": t("nav.label") }, h("ul", {}, link("inbox", t("nav.inbox")), link("memory", t("nav.memory")),
+        link("pack", t("nav.pack")), link("bootstrap", t("nav.bootstrap")), link("activity", t("nav.activity")))),
       scopeForm,
       h("span", { class: "spacer" }),
       h("span", { class: "who", id: "who" }, who),
@@ -556,40 +560,60 @@
   function memoryView() {
     const section = h("section", { "aria-labelledby": "memory-title" }, h("h1", { id: "memory-title", tabindex: "-1" }, t("memory.title")));
     if (needScope(section)) return section;
-    const query = h("input", { id: "memory-query", type: "search", maxlength: "8192", value: state.memory.query });
-    const inactive = h("input", { id: "memory-inactive", type: "checkbox", checked: state.memory.inactive });
+    const m = state.memory;
+    const query = h("input", { id: "memory-query", type: "search", maxlength: "8192", value: m.query });
+    const stateSelect = h("select", { id: "memory-state" },
+      ...["active", "inactive", "any"].map((s) => h("option", { value: s, selected: m.state === s }, t("memory.filter.state." + s))));
+    const kind = h("input", { id: "memory-kind", maxlength: "128", value: m.kind, autocomplete: "off", spellcheck: "false", placeholder: "decision" });
+    const tag = h("input", { id: "memory-tag", maxlength: "64", value: m.tag, autocomplete: "off", spellcheck: "false", placeholder: "bootstrap-context", pattern: "[a-z0-9][a-z0-9._\\-]{0,63}" });
     const results = h("div", { id: "memory-results", "aria-live": "polite" });
     const detail = h("div", { id: "entry-detail" });
     const run = () => {
-      state.memory.query = query.value.trim();
-      state.memory.inactive = inactive.checked;
+      m.query = query.value.trim();
+      m.state = stateSelect.value;
+      m.kind = kind.value.trim();
+      m.tag = tag.value.trim().toLowerCase();
       results.removeAttribute("data-shown");
       detail.replaceChildren();
-      if (state.memory.query) searchMemory(results, detail);
+      if (m.query) searchMemory(results, detail);
       else listMemory(results, detail);
     };
-    inactive.addEventListener("change", run);
+    stateSelect.addEventListener("change", run);
     section.append(h("form", { class: "row", onsubmit: (e) => { e.preventDefault(); run(); } },
       h("div", { class: "field grow" }, h("label", { for: "memory-query" }, t("memory.search")), query),
-      h("div", { class: "field" }, h("button", { type: "submit", class: "primary", id: "memory-run" }, t("memory.run"))),
-      h("div", { class: "field check" }, h("label", { for: "memory-inactive" }, inactive, " ", t("memory.inactive")))));
+      h("div", { class: "field" }, h("button", { type: "submit", class: "primary", id: "memory-run" }, t("memory.run")))));
+    section.append(h("form", { class: "row filters", "aria-labelledby": "memory-filters-title", onsubmit: (e) => { e.preventDefault(); query.value = ""; run(); } },
+      h("p", { id: "memory-filters-title", class: "muted filters-title" }, t("memory.filters")),
+      h("div", { class: "field" }, h("label", { for: "memory-state" }, t("memory.filter.state")), stateSelect),
+      h("div", { class: "field" }, h("label", { for: "memory-kind" }, t("memory.filter.kind")), kind),
+      h("div", { class: "field" }, h("label", { for: "memory-tag" }, t("memory.filter.tag")), tag),
+      h("div", { class: "field" }, h("button", { type: "submit", id: "memory-filter" }, t("memory.filter.apply")))));
     section.append(h("div", { class: "inbox" }, results, detail));
     run();
     return section;
   }
 
   async function listMemory(results, detail, cursor, table) {
-    const body = { scope_id: state.scope, include_inactive: state.memory.inactive, limit: 50 };
+    const m = state.memory;
+    const body = { scope_id: state.scope, state: m.state, limit: 50 };
+    if (m.kind) body.kind = m.kind;
+    if (m.tag) body.tag = m.tag;
     if (cursor) body.cursor = cursor;
     let page;
     try { page = await api("/v1/memory/entries/list", body); } catch (error) {
       results.replaceChildren(alertBox("error", describeError(error)));
       return;
     }
+    const filtered = m.kind || m.tag || m.state !== "active";
     if (!table) {
-      if (!page.entries.length) { results.replaceChildren(h("p", { class: "muted", id: "memory-empty" }, t("memory.empty"))); return; }
+      if (!page.entries.length) {
+        results.replaceChildren(h("p", { class: "muted", id: "memory-empty" }, t(filtered ? "memory.nofilter" : "memory.empty")));
+        results.dataset.shown = "list";
+        return;
+      }
       table = h("ul", { class: "candidates", id: "entry-list" });
-      results.replaceChildren(page.memory ? h("p", { class: "muted" }, t("memory.revision", { revision: page.memory.revision })) : "", table);
+      const heading = page.memory ? t("memory.revision", { revision: page.memory.revision }) : "";
+      results.replaceChildren(h("p", { class: "muted" }, heading, filtered ? " · " + t("memory.filtered") : ""), table);
       results.dataset.shown = "list";
     }
     for (const entry of page.entries) table.append(entryItem(detail, entry.citation, entry.text, entry.kind + " · " + t("memory.state." + entry.state) + (entry.tags.length ? " · #" + entry.tags.join(" #") : "")));
@@ -650,7 +674,50 @@
     for (const ref of entry.artifact_refs) row(t("evidence.title"), refText(ref));
     panel.append(meta, h("pre", { class: "exact", id: "entry-text" }, entry.text));
     if (entry.state === "active") panel.append(entryActions(detail, entry));
+    panel.append(historySection(detail, entry));
     return panel;
+  }
+
+  // Every version of the entry, newest first, each at its exact citation.
+  function historySection(detail, entry) {
+    const list = h("ol", { class: "history", id: "entry-history", reversed: true }, h("li", { class: "muted" }, t("loading")));
+    const section = h("section", { "aria-labelledby": "history-title" }, h("h3", { id: "history-title" }, t("history.title")), list);
+    const load = async (cursor) => {
+      let page;
+      try {
+        page = await api("/v1/memory/entries/versions", { scope_id: state.scope, entry_id: entry.citation.entry_id, limit: 20, ...(cursor ? { cursor } : {}) });
+      } catch (error) {
+        list.replaceChildren(h("li", {}, alertBox("error", describeError(error))));
+        return;
+      }
+      if (!cursor) list.replaceChildren();
+      for (const version of page.versions) {
+        const shown = version.citation.entry_version_id === entry.citation.entry_version_id;
+        const span = version.valid_to_revision === null
+          ? t("history.current", { from: version.valid_from_revision })
+          : t("history.span", { from: version.valid_from_revision, to: version.valid_to_revision });
+        const item = h("li", { "data-version": version.version, "aria-current": shown ? "true" : null },
+          h("div", { class: "history-head" },
+            h("strong", {}, t("cand.version", { version: version.version })), " ",
+            h("span", { class: "badge " + (version.state === "active" ? "approved" : "rejected") }, t("history.op." + version.operation)), " ",
+            h("span", { class: "muted" }, span, " · ", version.created_at)),
+          h("div", { class: "history-text" }, String(version.text).slice(0, 240)),
+          version.reason ? h("div", { class: "muted" }, t("memory.reason"), ": ", version.reason) : null,
+          h("code", { class: "history-citation" }, JSON.stringify(version.citation)));
+        if (!shown) {
+          item.append(h("button", {
+            type: "button", class: "show-version", "data-version": version.version,
+            onclick: () => loadEntry(detail, version.citation, alertBox("warn", t("history.viewing", { version: version.version }))),
+          }, t("history.show", { version: version.version })));
+        }
+        list.append(item);
+      }
+      const old = section.querySelector("button.more");
+      if (old) old.remove();
+      if (page.next_cursor) section.append(h("button", { type: "button", class: "more", onclick: () => load(page.next_cursor) }, t("inbox.more")));
+    };
+    load();
+    return section;
   }
 
   function entryActions(detail, entry) {
@@ -711,8 +778,8 @@
         state.pack.maxBytes = Number(max.value);
         output.replaceChildren(h("p", { class: "muted" }, t("loading")));
         try {
-          const pack = await api("/v1/context/prepare", { scope_id: state.scope, query: prompt.value, max_bytes: state.pack.maxBytes });
-          output.replaceChildren(...packResult(pack, state.pack.maxBytes));
+          const explained = await api("/v1/context/explain", { scope_id: state.scope, query: prompt.value, max_bytes: state.pack.maxBytes });
+          output.replaceChildren(...packResult(explained.pack, state.pack.maxBytes), ...whySection(explained));
         } catch (error) {
           output.replaceChildren(alertBox("error", describeError(error)));
         }
@@ -750,6 +817,78 @@
     return out;
   }
 
+  // Why each candidate was taken, truncated or left out (explain_context; scores are here,
+  // never in the pack).
+  function whySection(explained) {
+    const out = [h("h2", { id: "why-title", tabindex: "-1" }, t("why.title"))];
+    const search = explained.memory_search;
+    const facts = [
+      t("why.mode", { mode: explained.mode }) + (explained.fallback ? " " + t("why.fallback", { code: explained.fallback }) : ""),
+      explained.memory_revision ? t("why.revision", { revision: explained.memory_revision }) : t("why.norevision"),
+      t("why.memory", { retrieved: search.retrieved, returned: search.returned, limit: search.candidate_limit }),
+      t("why.experience", { retrieved: explained.experience_search.retrieved, returned: explained.experience_search.returned, limit: explained.experience_search.candidate_limit }),
+      t("why.budget", { max: explained.budget.max_bytes, frame: explained.budget.frame_bytes, cap: explained.budget.item_content_cap }),
+    ];
+    if (explained.bootstrap_excluded) facts.push(t("why.bootstrap", { count: explained.bootstrap_excluded }));
+    if (explained.empty_reason) facts.push(t("why.empty." + explained.empty_reason));
+    out.push(h("ul", { class: "why-facts", id: "why-facts" }, ...facts.map((f) => h("li", {}, f))));
+    if (!explained.candidates.length) {
+      out.push(h("p", { class: "muted", id: "why-none" }, t("why.none")));
+      return out;
+    }
+    const columns = ["rank", "candidate", "channel", "score", "floor", "outcome"];
+    out.push(h("table", { class: "items why", id: "why-table" },
+      h("caption", { class: "muted" }, t("why.caption")),
+      h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", { scope: "col" }, t("why.col." + c))))),
+      h("tbody", {}, ...explained.candidates.map((c) => h("tr", { "data-outcome": c.outcome, "data-family": c.family, "data-entry": c.citation.entry_id || (c.citation.artifact_ref || {}).artifact_id },
+        h("td", {}, c.search_rank === null ? "—" : String(c.search_rank)),
+        h("td", { class: "content" }, h("div", {}, citationText(c.citation)), h("div", { class: "muted" }, c.preview)),
+        h("td", {}, channelText(c)),
+        h("td", {}, scoreText(c)),
+        h("td", {}, floorText(c)),
+        h("td", { class: "outcome" }, h("span", { class: "badge " + outcomeClass(c.outcome) }, t("why.outcome." + c.outcome)), " ", outcomeDetail(c)))))));
+    return out;
+  }
+
+  function channelText(c) {
+    const parts = [];
+    if (c.matched_by) parts.push(c.matched_by);
+    if (c.lexical && c.lexical.rank) parts.push(t("why.lexrank", { rank: c.lexical.rank }));
+    if (c.vector) parts.push(t("why.vector", { rank: c.vector.rank, similarity: c.vector.similarity.toFixed(3) }));
+    return parts.length ? parts.join(" · ") : "—";
+  }
+
+  function scoreText(c) {
+    if (c.score !== null) return c.score.toFixed(3);
+    if (c.lexical && c.lexical.score !== null) return c.lexical.score.toFixed(3);
+    return "—";
+  }
+
+  function floorText(c) {
+    const cleared = c.floor === "cleared";
+    const head = h("span", { class: "badge " + (cleared ? "approved" : "rejected") }, t(cleared ? "why.floor.cleared" : "why.floor.below"));
+    if (!c.lexical) return head;
+    const l = c.lexical;
+    return h("span", {}, head, " ", h("span", { class: "muted" }, t("why.floor.numbers", {
+      content: l.content.toFixed(1), content_required: l.content_required.toFixed(1),
+      evidence: l.evidence.toFixed(1), evidence_required: l.evidence_required.toFixed(1),
+    })));
+  }
+
+  function outcomeClass(outcome) {
+    if (outcome === "taken") return "approved";
+    if (outcome === "truncated") return "pending";
+    return "rejected";
+  }
+
+  function outcomeDetail(c) {
+    if (c.outcome === "taken") return t("why.detail.taken", { position: c.pack_position, bytes: c.content_bytes });
+    if (c.outcome === "truncated") return t("why.detail.truncated." + c.truncation, { position: c.pack_position, bytes: c.content_bytes, stored: c.stored_bytes });
+    if (c.outcome === "over_budget") return t("why.detail.over_budget", { remaining: c.remaining_bytes });
+    if (c.limit) return t("why.limit." + c.limit);
+    return "";
+  }
+
   // The JSON line between the pack's markers (spec 04): the items, exactly as injected.
   function packItems(content) {
     const lines = content.split("\n");
@@ -764,6 +903,172 @@
     }
     if (citation.artifact_ref) return t("pack.experience", { id: citation.artifact_ref.artifact_id, revision: citation.artifact_ref.revision });
     return JSON.stringify(citation);
+  }
+
+  // -- Bootstrap ----------------------------------------------------------------------------
+
+  function bootstrapView() {
+    const section = h("section", { "aria-labelledby": "bootstrap-title" },
+      h("h1", { id: "bootstrap-title", tabindex: "-1" }, t("bootstrap.title")),
+      h("p", { class: "muted" }, t("bootstrap.intro")));
+    if (needScope(section)) return section;
+    const body = h("div", { id: "bootstrap-body", "aria-live": "polite" }, h("p", { class: "muted" }, t("loading")));
+    section.append(body);
+    (async () => {
+      let o;
+      try { o = await api("/v1/context/bootstrap/overview", { scope_id: state.scope, receipts: 20, handoffs: 10 }); } catch (error) {
+        body.replaceChildren(alertBox("error", describeError(error)));
+        return;
+      }
+      body.replaceChildren(...bootstrapParts(o));
+    })();
+    return section;
+  }
+
+  function bootstrapParts(o) {
+    const out = [];
+    // References.
+    out.push(h("h2", {}, t("bootstrap.references")));
+    out.push(o.references.length
+      ? h("ol", { id: "bootstrap-references" }, ...o.references.map((r) => h("li", {}, h("code", {}, r))))
+      : h("p", { class: "muted", id: "bootstrap-references" }, t("bootstrap.references.none")));
+    out.push(h("p", { class: "muted" }, t("bootstrap.references.version", { version: o.references_version, max: o.limits.referenced_scopes })));
+    // Tagged entries per participating scope.
+    out.push(h("h2", {}, t("bootstrap.tagged")));
+    out.push(h("p", { class: "muted" }, t("bootstrap.tagged.intro", { items: o.limits.memory_items, inspected: o.limits.inspected_per_scope })));
+    const rows = [];
+    for (const scope of o.scopes) {
+      const label = h("span", {}, h("code", {}, scope.scope_id), " ", h("span", { class: "muted" }, t("bootstrap.role." + scope.role)));
+      if (scope.status !== "read") {
+        rows.push(h("tr", { "data-status": scope.status }, h("td", {}, label), h("td", { colspan: "3" }, h("span", { class: "badge rejected" }, t("bootstrap.status." + scope.status)))));
+        continue;
+      }
+      if (!scope.entries.length) {
+        rows.push(h("tr", { "data-status": "empty" }, h("td", {}, label), h("td", { colspan: "3", class: "muted" }, t("bootstrap.tagged.none"))));
+        continue;
+      }
+      for (const entry of scope.entries) {
+        rows.push(h("tr", { "data-entry": entry.citation.entry_id, "data-eligible": String(entry.eligible) },
+          h("td", {}, label.cloneNode(true)),
+          h("td", {}, entry.kind),
+          h("td", { class: "content" }, String(entry.text).slice(0, 240)),
+          h("td", {}, entry.eligible ? h("span", { class: "badge approved" }, t("bootstrap.eligible"))
+            : h("span", { class: "badge rejected" }, t("bootstrap.excluded." + entry.excluded)))));
+      }
+    }
+    out.push(h("table", { class: "items", id: "bootstrap-tagged" },
+      h("thead", {}, h("tr", {}, ...["scope", "kind", "text", "eligible"].map((c) => h("th", { scope: "col" }, t("bootstrap.col." + c))))),
+      h("tbody", {}, ...rows)));
+    // Handoffs.
+    out.push(h("h2", {}, t("bootstrap.handoff")));
+    const handoff = o.handoff;
+    const meta = h("dl", { class: "meta", id: "bootstrap-handoff" });
+    meta.append(h("dt", {}, t("bootstrap.handoff.head")), h("dd", {}, handoff.head ? t("bootstrap.handoff.revision", { revision: handoff.head.revision }) : "—"));
+    meta.append(h("dt", {}, t("bootstrap.handoff.queued")), h("dd", {}, handoff.queued
+      ? t("bootstrap.handoff.queued.at", { revision: handoff.queued.revision, at: handoff.queued_at }) : t("bootstrap.handoff.queued.none")));
+    out.push(meta);
+    if (handoff.revisions.length) {
+      const shown = h("div", { id: "handoff-content" });
+      out.push(h("ul", { class: "history", id: "handoff-revisions" }, ...handoff.revisions.map((r) => h("li", {},
+        h("strong", {}, t("bootstrap.handoff.revision", { revision: r.reference.revision })), " ",
+        h("span", { class: "muted" }, t("bootstrap.disposition." + r.disposition), " · ", r.created_at), " ",
+        h("button", { type: "button", class: "show-handoff", "data-revision": r.reference.revision, onclick: async () => {
+          shown.replaceChildren(h("p", { class: "muted" }, t("loading")));
+          try {
+            const found = await api("/v1/handoff/get", { scope_id: state.scope, artifact: r.reference });
+            shown.replaceChildren(h("h3", {}, t("bootstrap.handoff.revision", { revision: r.reference.revision })), h("pre", { class: "exact" }, JSON.stringify(found.content, null, 2)));
+          } catch (error) {
+            shown.replaceChildren(alertBox("error", describeError(error)));
+          }
+        } }, t("bootstrap.handoff.show"))))), shown);
+    }
+    // Receipts (no content is stored in a receipt).
+    out.push(h("h2", {}, t("bootstrap.receipts")));
+    out.push(h("p", { class: "muted" }, t("bootstrap.receipts.intro")));
+    if (!o.receipts.length) {
+      out.push(h("p", { class: "muted", id: "bootstrap-receipts" }, t("bootstrap.receipts.none")));
+      return out;
+    }
+    out.push(h("table", { class: "items", id: "bootstrap-receipts" },
+      h("thead", {}, h("tr", {}, ...["created", "integration", "state", "bytes", "items", "mine"].map((c) => h("th", { scope: "col" }, t("bootstrap.rcol." + c))))),
+      h("tbody", {}, ...o.receipts.map((r) => h("tr", { "data-state": r.state },
+        h("td", {}, r.created_at),
+        h("td", {}, r.integration, " · ", r.lifecycle),
+        h("td", {}, h("span", { class: "badge " + (r.state === "injected" ? "approved" : r.state === "pending" ? "pending" : "rejected") }, t("bootstrap.state." + r.state))),
+        h("td", {}, String(r.content_bytes)),
+        h("td", { class: "content" }, r.items.length ? h("details", {}, h("summary", {}, t("bootstrap.items", { count: r.items.length })),
+          h("ul", {}, ...r.items.map((item) => h("li", {}, item.kind === "memory" ? citationText(item.citation) : refText(item.citation.artifact_ref),
+            item.truncated ? " (" + t("pack.col.truncated").toLowerCase() + ")" : "")))) : "—"),
+        h("td", {}, r.mine ? t("yes") : t("no")))))));
+    return out;
+  }
+
+  // -- Activity -----------------------------------------------------------------------------
+
+  const ACTIVITY_COLUMNS = ["prompts_captured", "flush_runs", "sources_flushed", "entries_from_flush", "remembered", "revised", "retired",
+    "bootstrap_injected", "bootstrap_failed", "bootstrap_skipped", "bootstrap_pending"];
+
+  function activityView() {
+    const section = h("section", { "aria-labelledby": "activity-title" },
+      h("h1", { id: "activity-title", tabindex: "-1" }, t("activity.title")),
+      h("p", { class: "muted" }, t("activity.intro")));
+    if (needScope(section)) return section;
+    const days = h("select", { id: "activity-days" }, ...[7, 14, 30, 90].map((d) => h("option", { value: String(d), selected: state.activity.days === d }, t("activity.days", { days: d }))));
+    const body = h("div", { id: "activity-body", "aria-live": "polite" });
+    const load = async () => {
+      state.activity.days = Number(days.value);
+      body.replaceChildren(h("p", { class: "muted" }, t("loading")));
+      let a;
+      try {
+        a = await api("/v1/activity/get", { scope_id: state.scope, days: state.activity.days, utc_offset_minutes: -new Date().getTimezoneOffset() });
+      } catch (error) {
+        body.replaceChildren(alertBox("error", describeError(error)));
+        return;
+      }
+      body.replaceChildren(...activityParts(a));
+    };
+    days.addEventListener("change", load);
+    section.append(h("div", { class: "row" }, h("div", { class: "field" }, h("label", { for: "activity-days" }, t("activity.window")), days)), body);
+    load();
+    return section;
+  }
+
+  const ACTIVITY_GROUPS = [
+    ["capture", ["prompts_captured", "flush_runs", "sources_flushed", "entries_from_flush"]],
+    ["writes", ["remembered", "revised", "retired"]],
+    ["bootstrap", ["bootstrap_injected", "bootstrap_failed", "bootstrap_skipped", "bootstrap_pending"]],
+  ];
+
+  function activityParts(a) {
+    const out = [];
+    out.push(h("h2", {}, t("activity.totals", { days: a.days.length })));
+    out.push(h("div", { class: "stats", id: "activity-totals" }, ...ACTIVITY_COLUMNS.map((name) => h("div", { class: "stat" },
+      h("span", { class: "value", "data-count": name }, String(a.totals[name])), h("span", { class: "label" }, t("activity.col." + name))))));
+    const now = h("dl", { class: "meta", id: "activity-now" });
+    now.append(h("dt", {}, t("activity.capture")), h("dd", {}, t("activity.capture.text", a.capture)));
+    now.append(h("dt", {}, t("activity.memory")), h("dd", {}, t("activity.memory.text", { revision: a.memory.revision || 0, active: a.memory.active, retired: a.memory.retired })));
+    out.push(h("h2", {}, t("activity.now")), now);
+    const peak = Math.max(1, ...a.days.map((d) => d.prompts_captured));
+    out.push(h("h2", {}, t("activity.byday")));
+    out.push(h("div", { class: "scroll" }, h("table", { class: "items activity", id: "activity-days-table" },
+      h("caption", { class: "muted" }, t("activity.caption", { offset: a.utc_offset_minutes })),
+      h("thead", {},
+        h("tr", {}, h("td", {}), ...ACTIVITY_GROUPS.map(([group, names]) => h("th", { scope: "colgroup", colspan: String(names.length), class: "group" }, t("activity.group." + group)))),
+        h("tr", {}, h("th", { scope: "col" }, t("activity.col.day")), ...ACTIVITY_COLUMNS.map((c) => h("th", { scope: "col" }, t("activity.short." + c))))),
+      h("tbody", {}, ...a.days.slice().reverse().map((d) => h("tr", { "data-day": d.day },
+        h("th", { scope: "row" }, d.day),
+        ...ACTIVITY_COLUMNS.map((c) => h("td", {}, c === "prompts_captured"
+          ? h("span", { class: "bar" }, h("meter", { min: "0", max: String(peak), value: String(d[c]), "aria-label": t("activity.col." + c) }), " ", String(d[c]))
+          : String(d[c])))))))));
+    out.push(h("h2", {}, t("activity.packs")));
+    out.push(h("p", { class: "muted" }, t("activity.packs.intro", { since: a.packs.since })));
+    out.push(a.packs.counts.length
+      ? h("table", { class: "items", id: "activity-packs" },
+        h("thead", {}, h("tr", {}, ...["operation", "status", "reason", "mode", "count"].map((c) => h("th", { scope: "col" }, t("activity.pcol." + c))))),
+        h("tbody", {}, ...a.packs.counts.map((p) => h("tr", { "data-operation": p.operation, "data-status": p.status },
+          h("td", {}, p.operation), h("td", {}, p.status), h("td", {}, p.reason ? t("activity.reason." + p.reason) : "—"), h("td", {}, p.mode || "—"), h("td", {}, String(p.count))))))
+      : h("p", { class: "muted", id: "activity-packs" }, t("activity.packs.none")));
+    return out;
   }
 
   start();

@@ -1,0 +1,94 @@
+"""``get_activity``: what happened in a scope, by day, counts only (docs/ui.md § Activity).
+
+Never content, never a prompt: how many prompts were captured, flushes run, entries written,
+bootstrap packs delivered, per day; plus the daemon's own pack counters (its metrics).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from .common import ScopeId, StrictModel
+
+__all__ = [
+    "ACTIVITY_DAYS_MAX",
+    "ActivityCounts",
+    "ActivityDay",
+    "ActivityResponse",
+    "CaptureState",
+    "GetActivityRequest",
+    "MemoryState",
+    "PackCount",
+    "PackCounts",
+]
+
+ACTIVITY_DAYS_MAX = 90
+
+
+class GetActivityRequest(StrictModel):
+    scope_id: ScopeId
+    #: Days ending today (in ``utc_offset_minutes``), today included.
+    days: Annotated[int, Field(ge=1, le=ACTIVITY_DAYS_MAX)] = 14
+    #: Where days begin: minutes east of UTC (the browser's offset; 0 is UTC).
+    utc_offset_minutes: Annotated[int, Field(ge=-720, le=840)] = 0
+
+
+class ActivityCounts(StrictModel):
+    prompts_captured: int  # content sources captured (the hooks' prompt capture)
+    flush_runs: int  # flushes that processed captured sources
+    sources_flushed: int
+    entries_from_flush: int  # Memory entries those flushes added
+    remembered: int  # Memory writes by operation (flush's entries included)
+    revised: int
+    retired: int
+    #: Bootstrap receipts by state (kept 30 days): ``pending`` packs were never claimed.
+    bootstrap_injected: int
+    bootstrap_failed: int
+    bootstrap_skipped: int
+    bootstrap_pending: int
+
+
+class ActivityDay(ActivityCounts):
+    day: str  # YYYY-MM-DD, in the requested offset
+
+
+class CaptureState(StrictModel):
+    captured: int  # every source the scope's journal holds
+    flushed: int  # the flush cursor
+    waiting: int
+
+
+class MemoryState(StrictModel):
+    revision: int | None  # the Memory head
+    active: int
+    retired: int
+
+
+class PackCount(StrictModel):
+    operation: Literal["prepare_context", "bootstrap_context"]
+    status: str
+    mode: str
+    reason: str
+    count: int
+
+
+class PackCounts(StrictModel):
+    """The daemon's pack counters (``powercontext_context_packs_total`` in /metrics): every
+    scope, since the daemon started — a pack is never written down, so a scope's own recall
+    outcomes are not kept anywhere."""
+
+    scope: Literal["daemon"]
+    since: str
+    counts: list[PackCount]
+
+
+class ActivityResponse(StrictModel):
+    scope_id: str
+    utc_offset_minutes: int
+    days: list[ActivityDay]  # oldest first, every day of the window
+    totals: ActivityCounts  # the window's
+    capture: CaptureState
+    memory: MemoryState
+    packs: PackCounts

@@ -1,0 +1,230 @@
+"""The reads behind the console's Bootstrap and Activity pages, on every backend.
+
+``get_bootstrap_overview`` reads a scope the way bootstrap does (the same survey decides the
+pack's eligibility), and ``get_activity`` counts by day; neither ever returns content of a
+receipt or of a captured prompt. The query plans are checked on SQLite.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import update
+
+from powercontext_runtime.composition import Runtime
+from powercontext_runtime.contract.activity import GetActivityRequest, PackCounts
+from powercontext_runtime.contract.bootstrap import (
+    BootstrapContextRequest,
+    CommitHandoffRequest,
+    GetBootstrapOverviewRequest,
+    RecordReceiptRequest,
+    SetContextReferencesRequest,
+)
+from powercontext_runtime.contract.flush import FlushMemoryRequest
+from powercontext_runtime.contract.memory import (
+    CaptureSourceRequest,
+    RememberMemoryRequest,
+    ReviseMemoryEntryRequest,
+)
+from powercontext_runtime.services.activity import ActivityService
+from powercontext_runtime.services.auth import Principal
+from powercontext_runtime.store.activity import DAY_MS, ActivityStore
+from powercontext_runtime.store.schema import bootstrap_receipts, memory_revisions, sources
+from tests.runtime.test_memory_browse import assert_indexed, statements
+
+SCOPE = "git:example.com/acme/pages"
+LIB = "git:example.com/acme/lib"
+SECRET_SCOPE = "git:example.com/other/secret"
+EMPTY = "git:example.com/acme/empty"
+EVERYTHING = Principal.unrestricted()
+PACKS = PackCounts(scope="daemon", since="2025-01-01T00:00:00.000Z", counts=[])
+PROMPT = "remember: the nightly build publishes to the staging bucket"
+TAG = ["bootstrap-context"]
+
+
+def remember(rt: Runtime, text: str, scope: str = SCOPE, **fields: Any) -> Any:
+    body = {"scope_id": scope, "kind": "convention", "text": text, **fields}
+    return rt.memory.remember(RememberMemoryRequest.model_validate(body)).entry
+
+
+def boot(rt: Runtime, event: str, principal: Principal = EVERYTHING, **fields: Any) -> Any:
+    body = {"scope_id": SCOPE, "enabled": True, "profile": "powercontext.scope-bootstrap.v1",
+            "lifecycle": "startup", "integration": "codex", "event_id": event}  # fmt: skip
+    body.update(fields)
+    return rt.bootstrap.bootstrap(BootstrapContextRequest.model_validate(body), principal)
+
+
+def overview(rt: Runtime, principal: Principal = EVERYTHING, **fields: Any) -> Any:
+    request = GetBootstrapOverviewRequest.model_validate({"scope_id": SCOPE, **fields})
+    return rt.bootstrap.overview(request, principal)
+
+
+def test_the_overview_reads_the_scope_as_bootstrap_does(runtime: Runtime) -> None:
+    for n in range(5):
+        remember(runtime, f"Tagged convention {n}", tags=TAG)
+    remember(runtime, "An untagged entry")
+    remember(runtime, "ghp_not-a-real-token", kind="github_token", tags=TAG)
+    remember(runtime, "Library rule one", scope=LIB, tags=TAG)
+    remember(runtime, "Library rule two", scope=LIB, tags=TAG)
+    remember(runtime, "Not for this token", scope=SECRET_SCOPE, tags=TAG)
+    runtime.bootstrap.set_references(
+        SetContextReferencesRequest(scope_id=SCOPE, references=[LIB, SECRET_SCOPE,
+                                                                EMPTY])
+    )  # fmt: skip
+    handoff = {"schema": "powercontext.handoff.v1", "objective": "Ship the console",
+               "state": ["explain done"], "disposition": "continuable"}  # fmt: skip
+    first = runtime.bootstrap.commit_handoff(
+        CommitHandoffRequest.model_validate({"scope_id": SCOPE, "base": None, "content": handoff})
+    )
+    runtime.bootstrap.commit_handoff(
+        CommitHandoffRequest.model_validate(
+            {"scope_id": SCOPE, "base": first.reference.model_dump(),
+             "content": {**handoff, "disposition": "blocked"}, "deliver_next_session": False}
+        )
+    )  # fmt: skip
+    reader = Principal("reader", (SCOPE, LIB, EMPTY), frozenset({"read"}))
+
+    seen = overview(runtime, reader)
+    assert seen.references == [LIB, SECRET_SCOPE, EMPTY]
+    assert [(s.scope_id, s.role, s.status) for s in seen.scopes] == [
+        (SCOPE, "current", "read"), (LIB, "reference", "read"),
+        (SECRET_SCOPE, "reference", "forbidden"),
+        (EMPTY, "reference", "no_memory"),
+    ]  # fmt: skip
+    mine = seen.scopes[0].entries
+    assert [e.text for e in mine][:5] == [f"Tagged convention {n}" for n in range(5)]
+    assert [(e.kind, e.excluded) for e in mine if not e.eligible] == [
+        ("github_token", "secret_kind")
+    ]
+    lib = seen.scopes[1].entries
+    assert [(e.eligible, e.excluded) for e in lib] == [(True, None), (False, "beyond_limit")]
+    assert seen.scopes[2].entries == []  # a forbidden scope is never read
+    assert seen.limits.memory_items == 6
+    assert seen.handoff.head is not None and seen.handoff.head.revision == 2
+    assert seen.handoff.queued == first.reference  # the second was not queued
+    assert [(r.reference.revision, r.disposition) for r in seen.handoff.revisions] == [
+        (2, "blocked"), (1, "continuable"),
+    ]  # fmt: skip
+
+    # The pack bootstrap builds holds exactly the eligible entries, in order.
+    pack = boot(runtime, "session-1", reader, handoff_ref=seen.handoff.queued.model_dump())
+    delivered = [i.citation for i in pack.items if i.kind == "memory"]
+    eligible = [e.citation.model_dump() for s in seen.scopes for e in s.entries if e.eligible]
+    assert delivered == eligible
+    assert pack.omitted == 3  # the forbidden and the empty reference, the 7th eligible entry
+
+
+def test_receipts_are_listed_without_content_or_ids(runtime: Runtime) -> None:
+    secret = "The deploy key rotates on Mondays"
+    remember(runtime, secret, tags=TAG)
+    other = Principal("someone-else", ("*",), frozenset({"read"}))
+    claimed = boot(runtime, "session-1")
+    runtime.bootstrap.record_receipt(
+        RecordReceiptRequest(scope_id=SCOPE, receipt_id=claimed.receipt.receipt_id,
+                             state="injected"), EVERYTHING
+    )  # fmt: skip
+    pending = boot(runtime, "session-2", other)
+    seen = overview(runtime)
+    assert [(r.state, r.mine) for r in seen.receipts] == [("pending", False), ("injected", True)]
+    receipt = seen.receipts[1]
+    assert receipt.integration == "codex" and receipt.lifecycle == "startup"
+    assert receipt.content_bytes == claimed.content_bytes and receipt.pack_digest
+    assert [i.citation for i in receipt.items] == [i.citation for i in claimed.items]
+    dumped = json.dumps([r.model_dump() for r in seen.receipts])
+    assert secret not in dumped
+    for receipt_id in (claimed.receipt.receipt_id, pending.receipt.receipt_id):
+        assert receipt_id not in dumped
+    assert overview(runtime, receipts=1).receipts[0].state == "pending"
+    assert overview(runtime, receipts=0).receipts == []
+    with runtime.db.engine.begin() as conn:  # expired receipts are not shown
+        conn.execute(update(bootstrap_receipts).values(expires_at=1))
+    assert overview(runtime).receipts == []
+
+
+def activity(rt: Runtime, now_ms: int, **fields: Any) -> Any:
+    service = ActivityService(ActivityStore(rt.db), clock=lambda: now_ms / 1000)
+    request = GetActivityRequest.model_validate({"scope_id": SCOPE, **fields})
+    return service.activity(request, PACKS)
+
+
+def test_activity_counts_by_day_and_never_content(runtime: Runtime) -> None:
+    for n in range(3):
+        runtime.sources.capture(
+            CaptureSourceRequest(scope_id=SCOPE, source_id=f"prompt-{n}", content=f"{PROMPT} {n}")
+        )
+    flushed = runtime.flush.flush(FlushMemoryRequest(scope_id=SCOPE, max_sources=2))
+    assert flushed.status == "processed"
+    entry = remember(runtime, "Run make lint before pushing")
+    runtime.memory.revise(
+        ReviseMemoryEntryRequest(scope_id=SCOPE, citation=entry.citation, text="Run make lint")
+    )
+    remember(runtime, "another scope's entry", scope=LIB)
+    boot(runtime, "session-1")
+    # Move a capture, a write and a receipt to "yesterday", and one capture out of the window.
+    with runtime.db.read() as conn:
+        day = conn.execute(sources.select().where(sources.c.position == 1)).first().created_at
+    now = day + 3600_000
+    with runtime.db.engine.begin() as conn:
+        conn.execute(update(sources).where(sources.c.position == 2)
+                     .values(created_at=day - DAY_MS))  # fmt: skip
+        conn.execute(update(sources).where(sources.c.position == 3)
+                     .values(created_at=day - 30 * DAY_MS))  # fmt: skip
+        conn.execute(update(memory_revisions).where(memory_revisions.c.revision == 1)
+                     .values(created_at=day - DAY_MS))  # fmt: skip
+    seen = activity(runtime, now, days=7)
+    assert len(seen.days) == 7 and seen.days[-1].day > seen.days[0].day
+    today, yesterday = seen.days[-1], seen.days[-2]
+    assert (yesterday.prompts_captured, today.prompts_captured) == (1, 1)
+    assert today.flush_runs == 1 and today.sources_flushed == 2
+    assert today.entries_from_flush == 2  # one remember: line in each flushed prompt
+    assert (yesterday.remembered, today.remembered, today.revised) == (1, 2, 1)
+    assert today.bootstrap_skipped == 1  # nothing tagged: an empty pack, a skipped receipt
+    assert sum(d.prompts_captured for d in seen.days) == seen.totals.prompts_captured == 2
+    assert (seen.capture.captured, seen.capture.flushed, seen.capture.waiting) == (3, 2, 1)
+    assert seen.memory.active == 3 and seen.memory.retired == 0
+    assert seen.memory.revision == 4
+    assert PROMPT not in seen.model_dump_json()
+    wide = activity(runtime, now, days=90)
+    assert wide.totals.prompts_captured == 3
+    # Days follow the requested offset: +14 h puts "now" on the next calendar day.
+    shifted = activity(runtime, now, days=2, utc_offset_minutes=840)
+    assert shifted.utc_offset_minutes == 840 and len(shifted.days) == 2
+
+
+def test_http_pages_need_read_and_report_the_daemons_packs(api: TestClient) -> None:
+    body = {"scope_id": SCOPE, "kind": "fact", "text": "Run make lint before pushing"}
+    assert api.post("/v1/memory/remember", json=body).status_code == 200
+    assert api.post("/v1/context/prepare", json={"scope_id": SCOPE, "query": "lint"}).status_code
+    answer = api.post("/v1/activity/get", json={"scope_id": SCOPE, "days": 3})
+    assert answer.status_code == 200, answer.text
+    packs = answer.json()["packs"]
+    assert packs["scope"] == "daemon"
+    assert {"operation": "prepare_context", "status": "ready", "mode": "fts", "reason": "",
+            "count": 1} in packs["counts"]  # fmt: skip
+    assert api.post("/v1/activity/get", json={"scope_id": SCOPE, "days": 91}).status_code == 422
+    shown = api.post("/v1/context/bootstrap/overview", json={"scope_id": SCOPE})
+    assert shown.status_code == 200, shown.text
+    assert shown.json()["scopes"][0]["status"] == "read"
+
+
+@pytest.mark.parametrize("days", [1, 90])
+def test_page_queries_are_index_ranges(sqlite_runtime: Runtime, days: int) -> None:
+    rt = sqlite_runtime
+    remember(rt, "Tagged", tags=TAG)
+    rt.sources.capture(CaptureSourceRequest(scope_id=SCOPE, source_id="p", content=PROMPT))
+    rt.flush.flush(FlushMemoryRequest(scope_id=SCOPE))
+    boot(rt, "session-1")
+    with statements(rt) as seen:
+        activity(rt, 2**41, days=days)
+        overview(rt)
+    # GROUP BY a day needs a sort of the window's rows; the reads themselves are ranges.
+    assert_indexed(rt, [(s, p) for s, p in seen if "GROUP BY" not in s])
+    grouped = [(s, p) for s, p in seen if "GROUP BY" in s]
+    with rt.db.engine.connect() as conn:
+        for statement, parameters in grouped:
+            plan = [r[-1] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement,
+                                                        parameters)]  # fmt: skip
+            assert not any(d.startswith("SCAN") for d in plan), (statement, plan)
