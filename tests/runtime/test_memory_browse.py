@@ -173,14 +173,14 @@ def test_history_lists_every_version_newest_first_with_exact_citations(runtime: 
 
 
 def test_missing_facets_and_indexes_are_rebuilt_at_start_up(runtime: Runtime) -> None:
-    """A database from before the facets: no facet rows, no state index. The next start adds
+    """A database from before the facets: no facet rows, no new indexes. The next start adds
     the index and rebuilds the rows; nothing else changes."""
     seed(runtime)
     before = {state: ids(listed(runtime, tag="db", state=state)) for state in ("active", "any")}
     with runtime.db.engine.begin() as conn:
         conn.execute(delete(memory_facets))
-        conn.execute(text("DROP INDEX ix_memory_entries_state" + (
-            "" if runtime.backend == "sqlite" else " ON memory_entries")))  # fmt: skip
+        conn.execute(text("DROP INDEX ix_sources_created" + (
+            "" if runtime.backend == "sqlite" else " ON sources")))  # fmt: skip
     assert not runtime.memory.facets_are_consistent()
     assert "memory_facets" in runtime.stale_indexes()
     settings = runtime.settings
@@ -193,7 +193,7 @@ def test_missing_facets_and_indexes_are_rebuilt_at_start_up(runtime: Runtime) ->
         assert after == before
         assert again.reindex()["memory_facets"] == 21  # both scopes' entries
         with again.db.engine.connect() as conn:
-            assert "ix_memory_entries_state" in _index_names(conn, "memory_entries")
+            assert "ix_sources_created" in _index_names(conn, "sources")
     finally:
         again.close()
 
@@ -247,3 +247,23 @@ def test_browse_queries_are_index_ranges(sqlite_runtime: Runtime) -> None:
             )
         )
     assert_indexed(sqlite_runtime, seen)
+
+
+def test_writes_look_up_one_entry_not_the_scope(sqlite_runtime: Runtime) -> None:
+    """remember's duplicate check reads the (scope, content hash) index: an index added for a
+    list once made SQLite answer it by walking every active entry of the scope, a write cost
+    that grew with the scope. Every read of a write is a point or key-range lookup."""
+    rt = sqlite_runtime
+    seed(rt)
+    with statements(rt) as seen:
+        entry = remember(rt, "a new entry", "fact", ["db"])
+        rt.memory.revise(
+            ReviseMemoryEntryRequest(scope_id=SCOPE, citation=entry.citation, tags=["ci"])
+        )
+        remember(rt, "entry 1: fact db", "fact", ["db"])  # a duplicate: the check answers
+    assert_indexed(rt, seen)
+    (check,) = {s for s, _ in seen if "content_hash" in s and "memory_entries" in s}
+    params = next(p for s, p in seen if s == check)
+    with rt.db.engine.connect() as conn:
+        plan = [r[-1] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + check, params)]
+    assert any("content_hash=?" in line for line in plan), plan

@@ -17,7 +17,7 @@ from .database import Database
 from .schema import (
     bootstrap_receipts,
     flush_runs,
-    memory_entries,
+    memory_facets,
     memory_heads,
     memory_revisions,
     source_heads,
@@ -138,9 +138,11 @@ class ActivityStore:
             ).scalar()
             or 0
         )
-        e = memory_entries
+        f = memory_facets  # one ``all`` row per entry, with its state: a covering range
         for state, count in conn.execute(
-            select(e.c.state, func.count()).where(e.c.scope_id == scope_id).group_by(e.c.state)
+            select(f.c.state, func.count())
+            .where(f.c.scope_id == scope_id, f.c.facet == "all", f.c.value == "")
+            .group_by(f.c.state)
         ):
             if state == "active":
                 found.active = int(count)

@@ -33,6 +33,7 @@ from .schema import (
     bootstrap_receipts,
     handoff_deliveries,
     memory_entries,
+    memory_facets,
     memory_heads,
     memory_versions,
     scope_references,
@@ -316,11 +317,11 @@ class BootstrapStore:
     def tagged_entries(self, scope_id: str, inspect: int) -> list[TaggedEntry] | None:
         """The first ``inspect`` active entries tagged for bootstrap, in creation order.
 
-        ``None`` when the scope has no Memory at all (an unknown scope).
+        ``None`` when the scope has no Memory at all (an unknown scope). Read from the tag's
+        range of ``memory_facets`` (each entry's current tags, kept in step by every write),
+        so a scope with 100k entries and a few tagged ones reads a few rows.
         """
-        e, v = memory_entries, memory_versions
-        # Tags are stored as a canonical JSON list of [a-z0-9._-] strings, so the quoted tag
-        # can only ever match that exact tag.
+        e, v, f = memory_entries, memory_versions, memory_facets
         with self._db.read() as conn:
             head = conn.execute(
                 select(memory_heads.c.revision).where(memory_heads.c.scope_id == scope_id)
@@ -329,18 +330,21 @@ class BootstrapStore:
                 return None
             rows = conn.execute(
                 select(v.c.entry_id, v.c.entry_version_id, v.c.kind, v.c.text)
+                .select_from(f)
+                .join(e, and_(e.c.scope_id == f.c.scope_id, e.c.entry_id == f.c.entry_id))
                 .join(
-                    e,
+                    v,
                     and_(
-                        e.c.scope_id == v.c.scope_id, e.c.current_version_id == v.c.entry_version_id
+                        v.c.scope_id == e.c.scope_id, v.c.entry_version_id == e.c.current_version_id
                     ),
                 )
                 .where(
-                    e.c.scope_id == scope_id,
-                    e.c.state == "active",
-                    v.c.tags.contains(f'"{BOOTSTRAP_TAG}"', autoescape=True),
+                    f.c.scope_id == scope_id,
+                    f.c.facet == "tag",
+                    f.c.value == BOOTSTRAP_TAG,
+                    f.c.state == "active",
                 )
-                .order_by(e.c.created_revision, e.c.entry_id)
+                .order_by(f.c.created_revision, f.c.entry_id)
                 .limit(inspect)
             ).all()
         return [

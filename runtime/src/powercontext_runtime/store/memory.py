@@ -319,12 +319,18 @@ class MemoryStore:
     def list(self, req: ListMemoryEntriesRequest) -> MemoryEntryList:
         """A page of the head's entries in creation order, optionally of one state, kind
         and/or tag. Every shape reads an index range in that order (no scan of the scope):
-        ``ix_memory_entries_state`` for one state, the entries' order index for ``any``, and
-        ``memory_facets`` (its key, or its state index) for a kind or a tag."""
+        the entries' order index for any state, else ``memory_facets`` (its key, or its state
+        index; the ``all`` facet for a state alone)."""
         after = decode_cursor(req.cursor) if req.cursor else None
         state = req.wanted_state
-        if req.tag is not None or req.kind is not None:
-            facet, value = ("tag", req.tag) if req.tag is not None else ("kind", req.kind)
+        if req.tag is not None or req.kind is not None or state != "any":
+            facet, value = (
+                ("tag", req.tag)
+                if req.tag is not None
+                else ("kind", req.kind)
+                if req.kind is not None
+                else ("all", "")
+            )
             order = (_f.c.created_revision, _f.c.entry_id)
             query = (
                 select(_v, _f.c.created_revision)
@@ -365,8 +371,6 @@ class MemoryStore:
                 )
                 .where(_e.c.scope_id == req.scope_id)
             )
-            if state != "any":
-                query = query.where(_e.c.state == state)
         if after is not None:
             query = query.where(
                 or_(order[0] > after[0], and_(order[0] == after[0], order[1] > after[1]))
@@ -563,14 +567,17 @@ class MemoryStore:
         return self._db.write(work)
 
     def facets_are_consistent(self) -> bool:
-        """Every entry has its kind row in ``memory_facets`` (a database from before the
-        facets existed has none)."""
+        """Every entry has its ``all`` and ``kind`` rows in ``memory_facets`` (a database
+        from before the facets existed has none)."""
         with self._db.read() as conn:
             kinds = conn.execute(
                 select(func.count()).select_from(_f).where(_f.c.facet == "kind")
             ).scalar_one()
+            alls = conn.execute(
+                select(func.count()).select_from(_f).where(_f.c.facet == "all")
+            ).scalar_one()
             entries = conn.execute(select(func.count()).select_from(_e)).scalar_one()
-        return kinds == entries
+        return kinds == alls == entries
 
     def rebuild_facets(self) -> int:
         """Rebuild ``memory_facets`` from the entries' current versions; the entries done."""
@@ -764,7 +771,7 @@ Facet = tuple[str, str]
 
 
 def _facet_values(kind: str, tags: Sequence[str]) -> set[Facet]:
-    return {("kind", kind), *(("tag", tag) for tag in tags)}
+    return {("all", ""), ("kind", kind), *(("tag", tag) for tag in tags)}
 
 
 def _facet_row(

@@ -69,16 +69,16 @@ memory_entries = Table(
     Column("content_hash", String(64), nullable=False),
     Index("ix_memory_entries_hash", "scope_id", "content_hash"),
     Index("ix_memory_entries_order", "scope_id", "created_revision", "entry_id"),
-    # The list of one state (active, the default; or retired) in creation order, paged.
-    Index("ix_memory_entries_state", "scope_id", "state", "created_revision", "entry_id"),
     **_TABLE_OPTIONS,
 )
 
-# Derived: each entry's current kind and tags as rows (``facet`` ``kind`` or ``tag``), in the
-# entry's creation order, so that listing a scope's entries of one kind or tag (the console's
-# Memory filters) reads an index range instead of the whole scope. Kept in step by every write
-# (at most 17 rows of one entry) and rebuilt from the version rows when it is not (start-up,
-# ``powercontext reindex``).
+# Derived: each entry as rows keyed in its creation order — ``facet`` ``all`` (value ``""``),
+# ``kind`` (its current kind) and ``tag`` (one per current tag) — with its state, so that
+# listing a scope's entries of one state, kind or tag (the console's Memory filters, bootstrap's
+# tagged entries) reads an index range instead of the whole scope. Kept in step by every write
+# (at most 18 rows of one entry) and rebuilt from the version rows when it is not (start-up,
+# ``powercontext reindex``). No index on ``memory_entries`` serves these lists: one led SQLite's
+# planner to answer remember's duplicate check from it, a scan of the scope per write.
 memory_facets = Table(
     "memory_facets",
     metadata,
