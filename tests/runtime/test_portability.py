@@ -25,6 +25,7 @@ from powercontext_runtime.contract.common import MemoryCitation, MemoryRef
 from powercontext_runtime.contract.memory import (
     GetMemoryEntryRequest,
     ListMemoryChangesRequest,
+    ListMemoryEntriesRequest,
     RememberMemoryRequest,
 )
 from powercontext_runtime.errors import ConflictError, InvalidRequestError
@@ -93,6 +94,21 @@ def without_backend(data: bytes) -> bytes:
 # -- the round trip ----------------------------------------------------------------------------
 
 
+FILTERS = (
+    {},
+    {"state": "any"},
+    {"state": "inactive"},
+    {"kind": "constraint"},
+    {"tag": "api"},
+    {"tag": "bootstrap-context"},
+)
+
+
+def listed(rt: Runtime, scope: str, **filters: str) -> list[tuple[str, str]]:
+    page = rt.memory.list(ListMemoryEntriesRequest(scope_id=scope, limit=100, **filters))
+    return [(e.citation.entry_id, e.citation.entry_version_id) for e in page.entries]
+
+
 @pytest.mark.parametrize(("source_backend", "target_backend"), PAIRS)
 def test_an_imported_scope_prepares_byte_identical_packs(
     source_backend: str, target_backend: str, request: pytest.FixtureRequest, tmp_path: Path
@@ -117,6 +133,10 @@ def test_an_imported_scope_prepares_byte_identical_packs(
         # queued for the next session, which the import carried over.
         boot = bootstrap_pack(target, SHOP)
         assert boot is not None and boot == bootstrap_pack(source, SHOP)
+        # The list filters read the derived facet rows, which the import builds too.
+        assert target.memory.facets_are_consistent()
+        for filters in FILTERS:
+            assert listed(target, SHOP, **filters) == listed(source, SHOP, **filters), filters
 
         assert without_backend(exported(target)) == without_backend(data)
         assert target.stale_indexes() == []

@@ -32,6 +32,7 @@ from ..errors import ConflictError
 from ..store._records import canonical_json
 from ..store._sqlite import sqlite_driver
 from ..store.database import Database
+from ..store.memory import facet_rows
 from ..store.review import experience_search_text
 from ..store.schema import (
     artifact_heads,
@@ -40,6 +41,7 @@ from ..store.schema import (
     candidates,
     handoff_deliveries,
     memory_entries,
+    memory_facets,
     memory_heads,
     memory_revisions,
     memory_versions,
@@ -385,6 +387,8 @@ class _Current:
     content_hash: str
     rowid: int
     search_text: str | None  # None once retired
+    kind: str
+    tags: list[str]
 
 
 def _next_id(conn: Connection, table: Table) -> int:
@@ -469,6 +473,8 @@ class _ScopeWriter:
             rowid,
             # What the search indexes (store/memory.py ``_search_text``).
             (r["text"] + ("\n" + " ".join(tags) if tags else "")) if active else None,
+            r["kind"],
+            list(tags or []),
         )
 
     def _artifact_revision(self, r: dict[str, Any]) -> None:
@@ -582,8 +588,19 @@ class _ScopeWriter:
         for rows in (self._versions, self._revisions, self._artifacts, self._sources):
             rows.flush()
         entries = _Rows(self._conn, memory_entries, _BATCH[self._db.backend])
+        # Derived like the search documents: the list filters' and bootstrap's facet rows.
+        facets = _Rows(self._conn, memory_facets, _BATCH[self._db.backend])
         documents = []
         for entry_id, current in self._entries.items():
+            for row in facet_rows(
+                self.scope_id,
+                entry_id,
+                current.created_revision,
+                current.kind,
+                current.tags,
+                current.state,
+            ):
+                facets.add(row)
             entries.add(
                 {
                     "scope_id": self.scope_id,
@@ -598,6 +615,7 @@ class _ScopeWriter:
             if current.search_text is not None:
                 documents.append((current.rowid, current.search_text))
         entries.flush()
+        facets.flush()
         fulltext = self._db.fulltext
         # In chunks: a scope's analysed terms held at once would cost hundreds of MB at 100k.
         documents.sort()

@@ -75,7 +75,7 @@ from .schema import (
 )
 from .tracing import LexicalTrace, trace_lexical
 
-__all__ = ["MemoryStore", "SearchResult"]
+__all__ = ["MemoryStore", "SearchResult", "facet_rows"]
 
 # Largest value a BIGINT/SQLite INTEGER column holds: a revision beyond it cannot exist, and
 # binding a larger Python int fails in the driver (a 500 instead of an empty answer).
@@ -787,6 +787,15 @@ def _facet_row(
     }
 
 
+def facet_rows(
+    scope_id: str, entry_id: str, created: int, kind: str, tags: Sequence[str], state: str
+) -> list[dict[str, Any]]:
+    """The ``memory_facets`` rows of an entry whose current version has ``kind``/``tags``
+    (also for writers outside this store: an import builds them with the entries)."""
+    facets = sorted(_facet_values(kind, tags))
+    return [_facet_row(scope_id, entry_id, created, f, v, state) for f, v in facets]
+
+
 def _add_facets(
     conn: Connection,
     scope_id: str,
@@ -796,7 +805,7 @@ def _add_facets(
     tags: Sequence[str],
     state: str,
 ) -> None:
-    _insert_facets(conn, scope_id, entry_id, created, _facet_values(kind, tags), state)
+    conn.execute(insert(_f), facet_rows(scope_id, entry_id, created, kind, tags, state))
 
 
 def _insert_facets(
