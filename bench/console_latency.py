@@ -374,6 +374,23 @@ PAGES = {
 }  # fmt: skip
 
 
+LOG_DEADLINE_SECONDS = 60.0
+
+
+def logged_server_times(log_path: Path, wanted: set[str]) -> dict[str, float]:
+    """:func:`server_times`, once every ``wanted`` id is in the log (or the deadline passed).
+
+    The daemon writes a request's access-log line after the last byte of its response, so the
+    client may hold the answer before the line exists: read until the lines are there.
+    """
+    deadline = time.monotonic() + LOG_DEADLINE_SECONDS
+    while True:
+        times = server_times(log_path)
+        if wanted <= times.keys() or time.monotonic() > deadline:
+            return times
+        time.sleep(0.05)
+
+
 def server_times(log_path: Path) -> dict[str, float]:
     """``{request id: server seconds}`` from the daemon's access log."""
     found: dict[str, float] = {}
@@ -409,7 +426,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     console.call("warm-up", path, body)
                 for _ in range(samples):
                     console.call(name, path, body)
-            times = server_times(target.log)
+            measured = {
+                request_id
+                for name, request_id, _ in console.sent
+                if name not in ("setup", "warm-up")
+            }
+            times = logged_server_times(target.log, measured)
             description = target.description
     grouped: dict[str, tuple[list[float], list[float]]] = {}
     for call_name, request_id, client in console.sent:

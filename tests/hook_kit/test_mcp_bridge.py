@@ -430,7 +430,12 @@ def test_headers_follow_the_negotiated_protocol_version(
     assert bridge.close() == (0, [])
     sent = stub_runtime.requests
     assert [request.path for request in sent] == ["/mcp"] * 5
-    headers = [{k.lower(): v for k, v in request.headers.items()} for request in sent]
+    # The bridge forwards each message on its own thread, so the notification (which nobody
+    # waits for) may reach the runtime after the next request: key them by what they carry.
+    by_message = {json.loads(request.body).get("id", "notification"): request for request in sent}
+    assert sorted(by_message, key=str) == sorted([1, 2, 3, 4, "notification"], key=str)
+    order = [1, "notification", 2, 3, 4]
+    headers = [{k.lower(): v for k, v in by_message[key].headers.items()} for key in order]
     for seen in headers:
         assert seen["authorization"] == "Bearer pc_agent_stub"
         assert seen["content-type"] == "application/json"
@@ -442,7 +447,7 @@ def test_headers_follow_the_negotiated_protocol_version(
     assert headers[3]["mcp-name"] == "search_memory"
     assert headers[4]["mcp-name"] == "=?base64?bmHDr3ZlIHRvb2w=?="  # the SDK's encoding
     # Every message is forwarded byte-for-byte as the host wrote it.
-    assert json.loads(sent[2].body) == request(2, "tools/list")
+    assert json.loads(by_message[2].body) == request(2, "tools/list")
 
 
 def test_a_hung_runtime_is_answered_with_a_timeout_error(
