@@ -330,7 +330,7 @@ def calls(console: Console, scope: str, entries: int) -> dict[str, tuple[str, st
         "get_memory_entry": ("Memory entry", "/v1/memory/entries/get",
                              {**s, "citation": entry["citation"]}),
         "list_memory_entry_versions": ("Memory entry", "/v1/memory/entries/versions",
-                                       {**s, "entry_id": _most_revised(console, scope)}),
+                                       {**s, "entry_id": _most_revised(console, scope, entries)}),
         "explain_context (short prompt)": ("Pack inspector", "/v1/context/explain",
                                            {**s, "query": words}),
         "explain_context (2,000 chars)": ("Pack inspector", "/v1/context/explain",
@@ -343,15 +343,14 @@ def calls(console: Console, scope: str, entries: int) -> dict[str, tuple[str, st
     }  # fmt: skip
 
 
-def _most_revised(console: Console, scope: str) -> str:
-    """The entry the latest thousand revisions revised most (a history of several versions)."""
-    head = console.call("setup", "/v1/memory/entries/list", {"scope_id": scope, "limit": 1})
-    revision = head["memory"]["revision"]
-    recent = console.call("setup", "/v1/memory/changes",
-                          {"scope_id": scope, "since_revision": max(0, revision - 1000),
-                           "limit": 1000})["changes"]  # fmt: skip
+def _most_revised(console: Console, scope: str, entries: int) -> str:
+    """The entry revised most often (a history of several versions): the loader revises right
+    after writing the ``entries``, so the thousand revisions after them are revisions."""
+    changes = console.call("setup", "/v1/memory/changes",
+                           {"scope_id": scope, "since_revision": entries,
+                            "limit": 1000})["changes"]  # fmt: skip
     counts: dict[str, int] = {}
-    for change in recent:
+    for change in changes:
         if change["operation"] == "revise":
             counts[change["entry_id"]] = counts.get(change["entry_id"], 0) + 1
     if not counts:
@@ -409,6 +408,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     console.call("warm-up", path, body)
                 for _ in range(samples):
                     console.call(name, path, body)
+            # The daemon logs a request after answering it, and before it reads the next one
+            # on the connection: one more request, and every timed one's line is written.
+            console.call("setup", "/ui/session")
             times = server_times(target.log)
             description = target.description
     grouped: dict[str, tuple[list[float], list[float]]] = {}
