@@ -293,8 +293,14 @@ def seed_pages(http: httpx.Client, agent: httpx.Client) -> dict[str, Any]:
     remember(http, SCOPE, "ghp_not-a-real-secret", kind="github_token",
              tags=["bootstrap-context"])  # fmt: skip
     for n in range(3):
-        captured = http.post(SOURCES, json={"scope_id": SCOPE, "source_id": f"page-prompt-{n}",
-                                            "content": f"remember: console page fact {n}"})
+        captured = http.post(
+            SOURCES,
+            json={
+                "scope_id": SCOPE,
+                "source_id": f"page-prompt-{n}",
+                "content": f"remember: console page fact {n}",
+            },
+        )
         assert captured.status_code == 202, captured.text
     assert http.post(FLUSH, json={"scope_id": SCOPE}).json()["status"] == "processed"
     handoff = http.post(HANDOFF_COMMIT, json={
@@ -309,8 +315,10 @@ def seed_pages(http: httpx.Client, agent: httpx.Client) -> dict[str, Any]:
         "scope_id": SCOPE, "enabled": True, "profile": "powercontext.scope-bootstrap.v1",
         "lifecycle": "startup", "integration": "codex", "event_id": "browser-session",
         "handoff_ref": handoff.json()["reference"]}).json()  # fmt: skip
-    claimed = agent.post(RECEIPTS, json={"scope_id": SCOPE, "state": "injected",
-                                         "receipt_id": pack["receipt"]["receipt_id"]})
+    claimed = agent.post(
+        RECEIPTS,
+        json={"scope_id": SCOPE, "state": "injected", "receipt_id": pack["receipt"]["receipt_id"]},
+    )
     assert claimed.status_code == 200, claimed.text
     assert http.post(PREPARE, json={"scope_id": SCOPE, "query": "CI contract tests"}).status_code
     return {"ci": ci, "tagged": tagged, "pack": pack}
@@ -370,8 +378,10 @@ def test_filters_history_bootstrap_and_activity(
         browser.type("#pack-max", "900")
         browser.click("#pack-run")
         browser.element("#why-table tbody tr")
-        outcomes = {r.get_attribute("data-outcome")
-                    for r in browser.driver.find_elements("css selector", "#why-table tbody tr")}
+        outcomes = {
+            r.get_attribute("data-outcome")
+            for r in browser.driver.find_elements("css selector", "#why-table tbody tr")
+        }
         assert "taken" in outcomes and len(outcomes) >= 2, outcomes
         browser.driver.execute_script("document.getElementById('why-title').scrollIntoView()")
         browser.screenshot(shots / "console-pack-why.png")

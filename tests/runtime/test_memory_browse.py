@@ -247,6 +247,15 @@ def test_browse_queries_are_index_ranges(sqlite_runtime: Runtime) -> None:
             )
         )
     assert_indexed(sqlite_runtime, seen)
+    # A later page starts its range at the cursor, rather than walking from the scope's first
+    # entry (what `a > x OR (a = x AND b > y)` alone made SQLite do).
+    paged = [(st, p) for st, p in seen if "created_revision >=" in st]
+    assert len(paged) >= 7  # every filter above was read in pages of 3
+    with sqlite_runtime.db.engine.connect() as conn:
+        for statement, parameters in paged:
+            plan = [r[-1] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement,
+                                                        parameters)]  # fmt: skip
+            assert "created_revision>?" in plan[0], (statement, plan)
 
 
 def test_writes_look_up_one_entry_not_the_scope(sqlite_runtime: Runtime) -> None:

@@ -33,7 +33,7 @@ class ActivityService:
         offset = req.utc_offset_minutes * 60_000
         today = (int(self._clock() * 1000) + offset) // DAY_MS
         first = today - req.days + 1
-        found = self._store.activity(req.scope_id, first * DAY_MS - offset, offset)
+        found = self._store.activity(req.scope_id, first, req.days, offset)
         days = []
         totals = dict.fromkeys(_COUNTS, 0)
         for number in range(first, today + 1):

@@ -1,9 +1,17 @@
 """Counts by day for the console's Activity page (``get_activity``): never content.
 
-Each count is one grouped query over a covering index range of one scope
+Every count reads one scope's covering index over ``(scope_id, created_at, …)``
 (``ix_sources_created``, ``ix_memory_revisions_created``, ``ix_flush_runs_created``,
-``ix_bootstrap_receipts_scope``), read in one snapshot. Days are computed in SQL as
-``(created_at + offset) DIV 86400000``, so both backends bucket alike.
+``ix_bootstrap_receipts_scope``), in one snapshot, and no row is sorted:
+
+* On SQLite each day is its own range (``created_at`` between the day's bounds), summed in one
+  pass, through the driver cursor with fixed SQL: a grouped query would sort every row of the
+  window (≈ 140 ms for 100k writes in a day, against ≈ 20 ms for the ranges).
+* On OceanBase one grouped query per table (``(created_at + offset) DIV 86400000``): a round
+  trip per day would cost more than the server's aggregation.
+
+The Memory totals need no scan either: active entries are the scope's indexed documents (the
+``#docs`` row of ``search_terms``), retired ones a range of ``memory_facets``.
 """
 
 from __future__ import annotations
@@ -11,22 +19,27 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy import Connection, bindparam, case, func, select
 
+from ._sqlite import sqlite_driver
 from .database import Database
+from .fulltext import DOCS_TERM
 from .schema import (
     bootstrap_receipts,
     flush_runs,
     memory_facets,
     memory_heads,
     memory_revisions,
+    search_terms,
     source_heads,
     sources,
 )
 
-__all__ = ["DAY_MS", "ActivityStore", "DayCounts", "ScopeActivity"]
+__all__ = ["DAY_MS", "ActivityStore", "ScopeActivity"]
 
 DAY_MS = 86_400_000
+_OPERATIONS = (("remember", "remembered"), ("revise", "revised"), ("retire", "retired"))
+_STATES = ("injected", "failed", "skipped", "pending")
 
 
 @dataclass
@@ -41,87 +54,108 @@ class ScopeActivity:
     retired: int = 0
 
 
-DayCounts = dict[str, int]
+def _counted(column: object, value: str) -> object:
+    return func.coalesce(func.sum(case((column == value, 1), else_=0)), 0)
 
 
-def _day(column: object, offset_ms: int) -> object:
-    return ((column + bindparam("offset", offset_ms)) // DAY_MS).label("day")  # type: ignore[operator]
+def _queries() -> list[tuple[object, object, list[str]]]:
+    """(table, its aggregate columns, the names they count) for every table counted."""
+    r, f, b = memory_revisions, flush_runs, bootstrap_receipts
+    return [
+        (sources, [func.count()], ["prompts_captured"]),
+        (r, [_counted(r.c.operation, op) for op, _ in _OPERATIONS], [n for _, n in _OPERATIONS]),
+        (
+            f,
+            [
+                func.count(),
+                func.coalesce(func.sum(f.c.sources), 0),
+                func.coalesce(func.sum(f.c.entries), 0),
+            ],
+            ["flush_runs", "sources_flushed", "entries_from_flush"],
+        ),
+        (b, [_counted(b.c.state, s) for s in _STATES], [f"bootstrap_{s}" for s in _STATES]),
+    ]
+
+
+_QUERIES = _queries()
+
+
+def _sqlite_sum(column: str, value: str) -> str:
+    return f"coalesce(sum({column} = '{value}'), 0)"
+
+
+#: The same aggregates as fixed SQL for the SQLite driver cursor, one day's range each.
+_RANGED = [
+    ("SELECT count(*) FROM sources", ["prompts_captured"]),
+    (
+        "SELECT "
+        + ", ".join(_sqlite_sum("operation", op) for op, _ in _OPERATIONS)
+        + " FROM memory_revisions",
+        [name for _, name in _OPERATIONS],
+    ),
+    (
+        "SELECT count(*), coalesce(sum(sources), 0), coalesce(sum(entries), 0) FROM flush_runs",
+        ["flush_runs", "sources_flushed", "entries_from_flush"],
+    ),
+    (
+        "SELECT "
+        + ", ".join(_sqlite_sum("state", state) for state in _STATES)
+        + " FROM bootstrap_receipts",
+        [f"bootstrap_{state}" for state in _STATES],
+    ),
+]
+_RANGE = " WHERE scope_id = ? AND created_at >= ? AND created_at < ?"
 
 
 class ActivityStore:
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._sqlite = db.backend == "sqlite"
 
-    def activity(self, scope_id: str, since_ms: int, offset_ms: int) -> ScopeActivity:
-        """Everything since ``since_ms`` (epoch ms, the first day's start), by day."""
+    def activity(self, scope_id: str, first_day: int, days: int, offset_ms: int) -> ScopeActivity:
+        """The ``days`` days from day number ``first_day`` (days since the epoch, shifted by
+        ``offset_ms``), and the scope's state now."""
         found = ScopeActivity()
+        since = first_day * DAY_MS - offset_ms
         with self._db.read() as conn:
-            self._sources(conn, found, scope_id, since_ms, offset_ms)
-            self._revisions(conn, found, scope_id, since_ms, offset_ms)
-            self._flushes(conn, found, scope_id, since_ms, offset_ms)
-            self._receipts(conn, found, scope_id, since_ms, offset_ms)
+            if self._sqlite:
+                self._by_ranges(conn, found, scope_id, first_day, days, offset_ms)
+            else:
+                self._by_groups(conn, found, scope_id, since, offset_ms)
             self._state(conn, found, scope_id)
         return found
 
-    @staticmethod
-    def _sources(
-        conn: Connection, found: ScopeActivity, scope_id: str, since: int, offset: int
+    def _by_ranges(
+        self,
+        conn: Connection,
+        found: ScopeActivity,
+        scope_id: str,
+        first_day: int,
+        days: int,
+        offset_ms: int,
     ) -> None:
-        s = sources
-        day = _day(s.c.created_at, offset)
-        rows = conn.execute(
-            select(day, func.count())
-            .where(s.c.scope_id == scope_id, s.c.created_at >= since)
-            .group_by(day)
-        )
-        for number, count in rows:
-            found.days[int(number)]["prompts_captured"] = int(count)
+        driver = sqlite_driver(conn)
+        for sql, names in _RANGED:
+            for number in range(first_day, first_day + days):
+                start = number * DAY_MS - offset_ms
+                row = driver.execute(sql + _RANGE, (scope_id, start, start + DAY_MS)).fetchone()
+                if row and any(row):
+                    found.days[number].update(zip(names, map(int, row), strict=True))
 
     @staticmethod
-    def _revisions(
-        conn: Connection, found: ScopeActivity, scope_id: str, since: int, offset: int
+    def _by_groups(
+        conn: Connection, found: ScopeActivity, scope_id: str, since: int, offset_ms: int
     ) -> None:
-        r = memory_revisions
-        day = _day(r.c.created_at, offset)
-        rows = conn.execute(
-            select(day, r.c.operation, func.count())
-            .where(r.c.scope_id == scope_id, r.c.created_at >= since)
-            .group_by(day, r.c.operation)
-        )
-        names = {"remember": "remembered", "revise": "revised", "retire": "retired"}
-        for number, operation, count in rows:
-            found.days[int(number)][names.get(operation, operation)] = int(count)
-
-    @staticmethod
-    def _flushes(
-        conn: Connection, found: ScopeActivity, scope_id: str, since: int, offset: int
-    ) -> None:
-        f = flush_runs
-        day = _day(f.c.created_at, offset)
-        rows = conn.execute(
-            select(day, func.count(), func.sum(f.c.sources), func.sum(f.c.entries))
-            .where(f.c.scope_id == scope_id, f.c.created_at >= since)
-            .group_by(day)
-        )
-        for number, runs, processed, entries in rows:
-            counts = found.days[int(number)]
-            counts["flush_runs"] = int(runs)
-            counts["sources_flushed"] = int(processed or 0)
-            counts["entries_from_flush"] = int(entries or 0)
-
-    @staticmethod
-    def _receipts(
-        conn: Connection, found: ScopeActivity, scope_id: str, since: int, offset: int
-    ) -> None:
-        b = bootstrap_receipts
-        day = _day(b.c.created_at, offset)
-        rows = conn.execute(
-            select(day, b.c.state, func.count())
-            .where(b.c.scope_id == scope_id, b.c.created_at >= since)
-            .group_by(day, b.c.state)
-        )
-        for number, state, count in rows:
-            found.days[int(number)][f"bootstrap_{state}"] = int(count)
+        for table, columns, names in _QUERIES:
+            created = table.c.created_at  # type: ignore[attr-defined]
+            day = ((created + bindparam("offset", offset_ms)) // DAY_MS).label("day")
+            rows = conn.execute(
+                select(day, *columns)
+                .where(table.c.scope_id == scope_id, created >= since)  # type: ignore[attr-defined]
+                .group_by(day)
+            )
+            for number, *counts in rows:
+                found.days[int(number)].update(zip(names, map(int, counts), strict=True))
 
     @staticmethod
     def _state(conn: Connection, found: ScopeActivity, scope_id: str) -> None:
@@ -138,13 +172,23 @@ class ActivityStore:
             ).scalar()
             or 0
         )
-        f = memory_facets  # one ``all`` row per entry, with its state: a covering range
-        for state, count in conn.execute(
-            select(f.c.state, func.count())
-            .where(f.c.scope_id == scope_id, f.c.facet == "all", f.c.value == "")
-            .group_by(f.c.state)
-        ):
-            if state == "active":
-                found.active = int(count)
-            else:
-                found.retired += int(count)
+        t = search_terms  # the scope's indexed documents: exactly its active entries
+        found.active = int(
+            conn.execute(
+                select(t.c.df).where(
+                    t.c.scope_id == scope_id, t.c.family == "memory", t.c.term == DOCS_TERM
+                )
+            ).scalar()
+            or 0
+        )
+        f = memory_facets
+        found.retired = int(
+            conn.execute(
+                select(func.count()).where(
+                    f.c.scope_id == scope_id,
+                    f.c.facet == "all",
+                    f.c.value == "",
+                    f.c.state == "inactive",
+                )
+            ).scalar_one()
+        )

@@ -53,6 +53,8 @@ memory_revisions = Table(
     Column("entry_id", String(128), nullable=False),
     Column("entry_version_id", String(128), nullable=False),
     Column("created_at", BigInteger, nullable=False),
+    # The console's Activity page: writes by day and operation (a covering index range).
+    Index("ix_memory_revisions_created", "scope_id", "created_at", "operation"),
     **_TABLE_OPTIONS,
 )
 
