@@ -377,13 +377,19 @@ def test_the_analysis_in_a_worker_process_builds_the_same_index(
     populate(source, SHOP)
     monkeypatch.setattr(importer, "_PARALLEL_MIN", 1)
     monkeypatch.setattr(importer, "_INDEX_CHUNK", 4)  # several chunks, some superseded
-    if worker == "unavailable":
+    monkeypatch.setattr(importer, "_can_fork", lambda: True)  # whatever threads pytest runs
+    started = []
+    real = importer.ProcessPoolExecutor
 
-        def refuse(*args: Any, **kwargs: Any) -> None:
+    def pool(*args: Any, **kwargs: Any) -> Any:
+        if worker == "unavailable":
             raise OSError("no processes")
+        started.append(real(*args, **kwargs))
+        return started[-1]
 
-        monkeypatch.setattr(importer, "ProcessPoolExecutor", refuse)
+    monkeypatch.setattr(importer, "ProcessPoolExecutor", pool)
     load(target, exported(source))
+    assert len(started) == (1 if worker == "process" else 0)
     assert packs(target, SHOP) == packs(source, SHOP)
     assert target.stale_indexes() == []
     with target.db.read() as conn:

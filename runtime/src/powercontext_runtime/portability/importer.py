@@ -21,6 +21,8 @@ import hashlib
 import json
 import operator
 import os
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -72,8 +74,8 @@ Progress = Callable[[int, int], None]
 _BATCH = {"sqlite": 5000, "oceanbase": 500}
 _MAX_CONFLICTS_SHOWN = 10
 _INDEX_CHUNK = 5000  # search documents analysed and added at a time
-#: From this many entry versions on, the analysis runs in a worker process (its start-up,
-#: ≈ 0.3 s, is then a small share of the import).
+#: From this many entry versions on, the analysis runs in a worker process (below, the
+#: import takes a few seconds at most and a worker gains nothing).
 _PARALLEL_MIN = 20_000
 _IMPORT_CACHE_KIB = 256 * 1024  # SQLite page cache while a scope loads (only what it uses)
 
@@ -386,6 +388,23 @@ def _analyse_joined(analyze: Analyze, texts: list[str]) -> list[str]:
     return [" ".join(analyze(text)) for text in texts]
 
 
+def _can_fork() -> bool:
+    """Whether a worker can be forked safely, and would help.
+
+    Forked, not spawned: a spawned worker re-imports the ``__main__`` module of whatever
+    program called the import, and runs it again if it has no ``if __name__ ==
+    "__main__"`` guard. A fork copies this process instead, which is safe only while it runs
+    one thread (no lock can be held by a thread the child does not have) and on Linux (macOS
+    system libraries are not fork-safe). The child never touches the database connections it
+    inherits: it only runs the analyser, and leaves through ``os._exit``.
+    """
+    return (
+        sys.platform.startswith("linux")
+        and (os.cpu_count() or 1) > 1
+        and threading.active_count() == 1
+    )
+
+
 class _Analyser:
     """The search texts of a load, analysed in a worker process while this one parses and
     writes rows; in this process when the load is small or no worker can be had.
@@ -399,10 +418,9 @@ class _Analyser:
     def __init__(self, analyze: Analyze, expected: int) -> None:
         self._analyze = analyze
         self._pool: Any = None
-        if expected >= _PARALLEL_MIN and (os.cpu_count() or 1) > 1:
+        if expected >= _PARALLEL_MIN and _can_fork():
             try:
-                # spawn, not fork: the importing process may hold threads and connections.
-                self._pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
+                self._pool = ProcessPoolExecutor(1, mp_context=get_context("fork"))
             except (OSError, ValueError):  # no processes to be had: analyse here
                 self._pool = None
 
