@@ -138,8 +138,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"Python {m['python']}, SQLite {m['sqlite']}",
             f"- Target: {report['target']}",
             f"- Command: `{report['command']}`",
-            f"- Workload: a scope with 8 curated + 200 untagged entries, one referenced scope with 8 "
-            f"curated entries, a Handoff; packs of {report['items_per_pack']} items, "
+            f"- Workload: a scope with 8 curated + 200 untagged entries, one referenced scope "
+            f"with 8 curated entries, a Handoff; packs of {report['items_per_pack']} items, "
             f"{report['content_bytes']} bytes (default 4096 budget)",
             "",
             markdown_table(

@@ -387,6 +387,38 @@ def test_a_record_broken_between_the_passes_is_refused_as_a_changed_file(
     assert exported(target).count(b"\n") == 1  # nothing was written
 
 
+@pytest.mark.parametrize("worker", ["process", "unavailable"])
+def test_the_analysis_in_a_worker_process_builds_the_same_index(
+    worker: str, sqlite_pair: tuple[Runtime, Runtime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large loads analyse their texts in a worker process; where none can be started the
+    import analyses them itself. Either way the index is the one an ordinary write builds."""
+    source, target = sqlite_pair
+    populate(source, SHOP)
+    monkeypatch.setattr(importer, "_PARALLEL_MIN", 1)
+    monkeypatch.setattr(importer, "_INDEX_CHUNK", 4)  # several chunks, some superseded
+    monkeypatch.setattr(importer, "_can_fork", lambda: True)  # whatever threads pytest runs
+    started = []
+    real = importer.ProcessPoolExecutor
+
+    def pool(*args: Any, **kwargs: Any) -> Any:
+        if worker == "unavailable":
+            raise OSError("no processes")
+        started.append(real(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(importer, "ProcessPoolExecutor", pool)
+    load(target, exported(source))
+    assert len(started) == (1 if worker == "process" else 0)
+    assert packs(target, SHOP) == packs(source, SHOP)
+    assert target.stale_indexes() == []
+    with target.db.read() as conn:
+        imported = sorted(conn.exec_driver_sql("SELECT term, df FROM search_terms").all())
+    target.reindex()  # what the ordinary write path would have built
+    with target.db.read() as conn:
+        assert sorted(conn.exec_driver_sql("SELECT term, df FROM search_terms").all()) == imported
+
+
 def test_dry_run_writes_nothing(sqlite_pair: tuple[Runtime, Runtime]) -> None:
     source, target = sqlite_pair
     populate(source, SHOP)

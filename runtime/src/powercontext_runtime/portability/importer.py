@@ -20,9 +20,14 @@ from __future__ import annotations
 import hashlib
 import json
 import operator
+import os
+import sys
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from multiprocessing import get_context
 from typing import IO, Any
 
 import msgspec
@@ -49,7 +54,7 @@ from ..store.schema import (
     source_heads,
     sources,
 )
-from .exporter import PROGRESS_KEYS, SCOPE_TABLES, count_scopes, scope_lines
+from .exporter import PROGRESS_KEYS, SCOPE_TABLES, count_scopes, long_statements, scope_lines
 from .records import (
     COUNT_KEYS,
     MAX_LINE_BYTES,
@@ -71,6 +76,9 @@ Progress = Callable[[int, int], None]
 _BATCH = {"sqlite": 5000, "oceanbase": 500}
 _MAX_CONFLICTS_SHOWN = 10
 _INDEX_CHUNK = 5000  # search documents analysed and added at a time
+#: From this many entry versions on, the analysis runs in a worker process (below, the
+#: import takes a few seconds at most and a worker gains nothing).
+_PARALLEL_MIN = 20_000
 _IMPORT_CACHE_KIB = 256 * 1024  # SQLite page cache while a scope loads (only what it uses)
 
 
@@ -304,7 +312,7 @@ def mismatched_sections(
     """The file's scopes whose stored records differ from the file's (after an import: none),
     compared as :func:`check_against` compares them, in one read snapshot."""
     wrong = []
-    with db.read() as conn:
+    with db.read() as conn, long_statements(conn):
         present = _existing(conn)
         stored = count_scopes(conn, [s.scope_id for s in plan.sections if s.scope_id in present])
         for done, section in enumerate(plan.sections, start=1):
@@ -320,7 +328,7 @@ def mismatched_sections(
 def check_against(db: Database, handle: IO[bytes], plan: ImportPlan) -> None:
     """Mark the scopes already present identically; refuse if any is present otherwise."""
     conflicts: list[ScopeSection] = []
-    with db.read() as conn:
+    with db.read() as conn, long_statements(conn):
         present = _existing(conn)
         there = [s for s in plan.sections if s.scope_id in present]
         stored = count_scopes(conn, [s.scope_id for s in there])
@@ -376,6 +384,65 @@ class _Rows:
         self._rows = []
 
 
+def _analyse_joined(analyze: Analyze, texts: list[str]) -> list[str]:
+    """Each text's terms joined by spaces (one short string per document crosses the process
+    boundary, not a list of thirty)."""
+    return [" ".join(analyze(text)) for text in texts]
+
+
+def _can_fork() -> bool:
+    """Whether a worker can be forked safely, and would help.
+
+    Forked, not spawned: a spawned worker re-imports the ``__main__`` module of whatever
+    program called the import, and runs it again if it has no ``if __name__ ==
+    "__main__"`` guard. A fork copies this process instead, which is safe only while it runs
+    one thread (no lock can be held by a thread the child does not have) and on Linux (macOS
+    system libraries are not fork-safe). The child never touches the database connections it
+    inherits: it only runs the analyser, and leaves through ``os._exit``.
+    """
+    return (
+        sys.platform.startswith("linux")
+        and (os.cpu_count() or 1) > 1
+        and threading.active_count() == 1
+    )
+
+
+class _Analyser:
+    """The search texts of a load, analysed in a worker process while this one parses and
+    writes rows; in this process when the load is small or no worker can be had.
+
+    The analyser is the largest single cost of an import (≈ 30 µs an entry, a quarter of it)
+    and needs nothing from the database, so on a machine with two cores it runs beside the
+    inserts instead of before them. Texts are sent in chunks as their versions stream past;
+    a version that a later one supersedes is analysed for nothing, which costs only revisions.
+    """
+
+    def __init__(self, analyze: Analyze, expected: int) -> None:
+        self._analyze = analyze
+        self._pool: Any = None
+        if expected >= _PARALLEL_MIN and _can_fork():
+            try:
+                self._pool = ProcessPoolExecutor(1, mp_context=get_context("fork"))
+            except (OSError, ValueError):  # no processes to be had: analyse here
+                self._pool = None
+
+    def submit(self, texts: list[str]) -> Callable[[], list[str]]:
+        """Start analysing ``texts``; the returned callable gives their joined terms."""
+        if self._pool is not None:
+            try:
+                future = self._pool.submit(_analyse_joined, self._analyze, texts)
+            except (OSError, RuntimeError):  # the worker died: analyse here from now on
+                self._pool = None
+            else:
+                return future.result
+        return lambda: _analyse_joined(self._analyze, texts)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
 @dataclass(slots=True)
 class _Current:
     """An entry's current version while its records stream past."""
@@ -386,7 +453,7 @@ class _Current:
     state: str
     content_hash: str
     rowid: int
-    search_text: str | None  # None once retired
+    active: bool
     kind: str
     tags: list[str]
 
@@ -398,11 +465,18 @@ def _next_id(conn: Connection, table: Table) -> int:
 class _ScopeWriter:
     """Writes one scope's records inside the caller's transaction."""
 
-    def __init__(self, db: Database, conn: Connection, analyze: Analyze) -> None:
+    def __init__(
+        self, db: Database, conn: Connection, analyze: Analyze, analyser: _Analyser
+    ) -> None:
         batch = _BATCH[db.backend]
         self._db = db
         self._conn = conn
         self._analyze = analyze
+        self._analyser = analyser
+        # Texts of active versions not sent to the analyser yet, and the chunks sent:
+        # (row ids, their joined terms when ready).
+        self._texts: list[tuple[int, str]] = []
+        self._chunks: list[tuple[list[int], Callable[[], list[str]]]] = []
         self._versions = _Rows(conn, memory_versions, batch)
         self._revisions = _Rows(conn, memory_revisions, batch)
         self._artifacts = _Rows(conn, artifact_revisions, batch)
@@ -471,11 +545,20 @@ class _ScopeWriter:
             r["state"],
             r["content_hash"],
             rowid,
-            # What the search indexes (store/memory.py ``_search_text``).
-            (r["text"] + ("\n" + " ".join(tags) if tags else "")) if active else None,
+            active,
             r["kind"],
             list(tags or []),
         )
+        if active:
+            # What the search indexes (store/memory.py ``_search_text``).
+            self._texts.append((rowid, r["text"] + ("\n" + " ".join(tags) if tags else "")))
+            if len(self._texts) >= _INDEX_CHUNK:
+                self._send()
+
+    def _send(self) -> None:
+        rowids = [rowid for rowid, _ in self._texts]
+        self._chunks.append((rowids, self._analyser.submit([text for _, text in self._texts])))
+        self._texts = []
 
     def _artifact_revision(self, r: dict[str, Any]) -> None:
         rowid = self._artifact_id
@@ -587,10 +670,12 @@ class _ScopeWriter:
         """The rest of the buffered rows, the entries' pointers and the search documents."""
         for rows in (self._versions, self._revisions, self._artifacts, self._sources):
             rows.flush()
+        if self._texts:
+            self._send()
         entries = _Rows(self._conn, memory_entries, _BATCH[self._db.backend])
         # Derived like the search documents: the list filters' and bootstrap's facet rows.
         facets = _Rows(self._conn, memory_facets, _BATCH[self._db.backend])
-        documents = []
+        indexed: set[int] = set()
         for entry_id, current in self._entries.items():
             for row in facet_rows(
                 self.scope_id,
@@ -612,17 +697,22 @@ class _ScopeWriter:
                     "content_hash": current.content_hash,
                 }
             )
-            if current.search_text is not None:
-                documents.append((current.rowid, current.search_text))
+            if current.active:
+                indexed.add(current.rowid)
         entries.flush()
         facets.flush()
         fulltext = self._db.fulltext
-        # In chunks: a scope's analysed terms held at once would cost hundreds of MB at 100k.
-        documents.sort()
-        for start in range(0, len(documents), _INDEX_CHUNK):
-            chunk = documents[start : start + _INDEX_CHUNK]
-            analysed = [(rowid, self._analyze(text)) for rowid, text in chunk]
-            fulltext.add_many(self._conn, "memory", self.scope_id, analysed)
+        # Chunk by chunk, in row id order (versions were sent as they came): only the versions
+        # still current are indexed. A chunk's terms are joined strings until here, so a 100k
+        # scope's analysed terms never exist as lists all at once.
+        for rowids, terms in self._chunks:
+            documents = [
+                (rowid, joined.split(" ") if joined else [])
+                for rowid, joined in zip(rowids, terms(), strict=True)
+                if rowid in indexed
+            ]
+            fulltext.add_many(self._conn, "memory", self.scope_id, documents)
+        self._chunks = []
         experience = sorted(
             (rowid, self._analyze(experience_search_text(content)))
             for rowid, content in self._experience.values()
@@ -661,6 +751,7 @@ def _write_section(
     handle: IO[bytes],
     section: ScopeSection,
     analyze: Analyze,
+    analyser: _Analyser,
     progress: Callable[[int], int],
 ) -> None:
     started = progress(0)
@@ -675,11 +766,11 @@ def _write_section(
                 code="import_conflict",
                 details={"conflicts": [{"scope_index": section.index, "line": section.line}]},
             )
-        writer = _ScopeWriter(db, conn, analyze)
+        writer = _ScopeWriter(db, conn, analyze, analyser)
         done = 0
         digest = hashlib.sha256()
         try:
-            with _large_cache(conn):
+            with _large_cache(conn), long_statements(conn):
                 # Pass 1 checked these very bytes (the digest below proves it), so the records
                 # are written as parsed, without checking each again.
                 for _, raw, record in _raw_records(handle, section):
@@ -739,8 +830,13 @@ def write_plan(
 
     if progress is not None:
         progress(0, total)
-    for section in new:
-        _write_section(db, handle, section, analyze, advance)
+    versions = sum(section.counts["memory_versions"] for section in new)
+    analyser = _Analyser(analyze, versions)
+    try:
+        for section in new:
+            _write_section(db, handle, section, analyze, analyser, advance)
+    finally:
+        analyser.close()
 
 
 def import_file(
