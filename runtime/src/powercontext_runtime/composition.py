@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .context.builder import PreparedContextBuilder
 from .embeddings import Embedder
-from .extraction import Extractor
+from .extraction import Extractor, ExtractorLoadError, load_extractor
 from .extraction.directives import DirectivesExtractor
 from .extraction.openai_compatible import OpenAICompatibleExtractor
 from .files import secure_data_dir
@@ -62,6 +62,7 @@ class Runtime:
     def open(cls, settings: Settings, *, prepare: bool = True) -> Runtime:
         """Connect, create the schema idempotently and rebuild stale derived indexes."""
         secure_data_dir(settings.home, settings.sqlite_file)
+        extractor = _extractor(settings)  # before any connection: a bad path leaks nothing
         db = Database(settings.database_url, prompt_cache_kib=settings.prompt_cache_mib * 1024)
         tokens = TokenStore(db)
         memory_store = MemoryStore(db, document_terms)
@@ -82,7 +83,7 @@ class Runtime:
             context=ContextService(
                 memory, review, bootstrap, PreparedContextBuilder(), snapshot=db.prompt_read
             ),
-            flush=FlushService(FlushStore(db, memory_store), _extractor(settings)),
+            flush=FlushService(FlushStore(db, memory_store), extractor),
             sources=SourceStore(db),
             tokens=tokens,
             authenticator=Authenticator(tokens),
@@ -241,4 +242,9 @@ def _extractor(settings: Settings) -> Extractor:
             settings.extractor_api_key,
             settings.extractor_timeout,
         )
-    return DirectivesExtractor()
+    if settings.extractor == "directives":
+        return DirectivesExtractor()
+    try:
+        return load_extractor(settings.extractor)
+    except ExtractorLoadError as exc:
+        raise ConfigError(str(exc)) from exc

@@ -18,6 +18,7 @@ from typing import Literal
 import platformdirs
 
 from .contract.limits import MAX_BODY_BYTES_DEFAULT
+from .extraction import BUILTIN_EXTRACTORS, is_extractor_path
 from .local_socket import SOCKET_NAME, unix_sockets_supported
 
 __all__ = ["ConfigError", "Settings", "is_loopback", "read_token_file"]
@@ -250,7 +251,9 @@ class Settings:
     max_body_bytes: int = MAX_BODY_BYTES_DEFAULT
     log_format: Literal["json", "console"] = "json"
     log_level: str = "INFO"
-    extractor: Literal["directives", "openai-compatible"] = "directives"
+    #: ``directives``, ``openai-compatible``, or ``package.module:Attribute`` — your own
+    #: extractor, imported by the daemon (extraction.load_extractor, docs/flush.md).
+    extractor: str = "directives"
     extractor_base_url: str | None = None
     extractor_model: str | None = None
     extractor_timeout: float = 20.0
@@ -367,13 +370,18 @@ class Settings:
         log_format = str(pick("log_format", "POWERCONTEXT_LOG_FORMAT", "json")).lower()
         if log_format not in ("json", "console"):
             raise ConfigError("POWERCONTEXT_LOG_FORMAT must be 'json' or 'console'")
-        extractor = str(pick("extractor", "POWERCONTEXT_EXTRACTOR", "directives")).lower()
-        if extractor not in ("directives", "openai-compatible"):
-            raise ConfigError("POWERCONTEXT_EXTRACTOR must be 'directives' or 'openai-compatible'")
+        extractor = str(pick("extractor", "POWERCONTEXT_EXTRACTOR", "directives")).strip()
+        if extractor.lower() in BUILTIN_EXTRACTORS:
+            extractor = extractor.lower()
+        elif not is_extractor_path(extractor):  # an object path keeps its case
+            raise ConfigError(
+                "POWERCONTEXT_EXTRACTOR must be 'directives', 'openai-compatible' or "
+                "package.module:Attribute (your own extractor, docs/flush.md)"
+            )
         base_url = pick("extractor_base_url", "POWERCONTEXT_EXTRACTOR_BASE_URL", None)
         model = pick("extractor_model", "POWERCONTEXT_EXTRACTOR_MODEL", None)
         settings = cls(
-            extractor=extractor,  # type: ignore[arg-type]
+            extractor=extractor,
             extractor_base_url=None if base_url is None else str(base_url),
             extractor_model=None if model is None else str(model),
             extractor_timeout=_positive_float(
