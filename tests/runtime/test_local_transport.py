@@ -101,6 +101,26 @@ def test_clients_default_to_the_socket_and_never_to_tcp_unless_told(
     assert default_url() == "http://127.0.0.1:9999"
 
 
+def test_the_public_defaults_name_the_operator_or_the_agent_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``powercontext_runtime.client.default_token``: what examples/mcp_session.py uses."""
+    from powercontext_runtime import client
+
+    for name in [k for k in os.environ if k.startswith("POWERCONTEXT_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("POWERCONTEXT_HOME", str(tmp_path))
+    assert client.default_token() is None and client.default_token(agent=True) is None
+    (tmp_path / "auth").mkdir()
+    (tmp_path / "auth" / "token").write_text("pc_operator\n")
+    (tmp_path / "auth" / "agent-token").write_text("pc_agent\n")
+    assert client.default_token() == "pc_operator"
+    assert client.default_token(agent=True) == "pc_agent"
+    monkeypatch.setenv("POWERCONTEXT_TOKEN", "pc_explicit")  # an explicit token always wins
+    assert client.default_token(agent=True) == "pc_explicit"
+    assert client.default_url is default_url
+
+
 @unix_only
 def test_a_unix_url_becomes_a_socket_transport_with_host_localhost(tmp_path: Path) -> None:
     endpoint = Endpoint(f"unix:{tmp_path / 'powercontext.sock'}")

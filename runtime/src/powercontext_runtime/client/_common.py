@@ -63,11 +63,15 @@ def default_url(home: Path | None = None) -> str:
     return f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 
 
-def default_token(home: Path | None = None) -> str | None:
-    """``POWERCONTEXT_TOKEN``, else the local token file the runtime wrote on first start
-    (in ``home``, else the same data dir :func:`default_url` takes the socket from)."""
+def default_token(home: Path | None = None, *, agent: bool = False) -> str | None:
+    """``POWERCONTEXT_TOKEN``, else a local token file the runtime wrote on first start (in
+    ``home``, else the same data dir :func:`default_url` takes the socket from): the
+    operator's ``auth/token``, or with ``agent=True`` the agents' ``auth/agent-token`` (read,
+    write, propose; never review) — what an agent's own MCP or API client should use.
+    None when neither exists (the runtime never ran with that data dir)."""
+    name = "agent-token" if agent else "token"
     return os.environ.get("POWERCONTEXT_TOKEN") or read_token_file(
-        (home or default_home()) / "auth" / "token"
+        (home or default_home()) / "auth" / name
     )
 
 
