@@ -52,7 +52,7 @@ def start_session(pc: PowerContextClient, session: str) -> str | None:
         profile=BOOTSTRAP_PROFILE,
         lifecycle="startup",
         integration="example",
-        event_id=session,  # the host's session id: a retried hook gets the same pack
+        event_id=f"{session}-{uuid.uuid4().hex}",  # the host's id: a retry gets the same pack
         handoff_ref=waiting,
     )
     kinds = [item.kind for item in pack.items]
@@ -80,7 +80,7 @@ def main() -> None:
             f"queued: {committed.queued}"
         )
 
-        receipt = start_session(pc, f"session-2-{uuid.uuid4().hex[:8]}")
+        receipt = start_session(pc, "session 2")
         left = pc.next_handoff(scope_id=SCOPE).handoff_ref
         print(f"session 2: after the claim, waiting handoff: {left}")
         prompt = "What should I run before pushing?"
@@ -91,7 +91,7 @@ def main() -> None:
             f"without the receipt {again.status}"
         )
 
-        start_session(pc, f"session-3-{uuid.uuid4().hex[:8]}")
+        start_session(pc, "session 3")
 
 
 if __name__ == "__main__":

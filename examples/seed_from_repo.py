@@ -79,7 +79,7 @@ def seed(pc: PowerContextClient, scope: str, path: Path, bootstrap: bool) -> Non
             )
             print(f"  - {entry.text}")
     new, retired = len(kept - known.keys()), len(known.keys() - kept)
-    print(f"{path.name}: {len(kept)} rules, {new} new, {retired} retired")
+    print(f"{path.name}: {len(kept)} rule(s) seeded ({new} new), {retired} retired")
 
 
 def main() -> None:
