@@ -1,4 +1,4 @@
-"""The sample outputs in README.md and docs/, generated from real runs.
+"""The sample outputs in README.md, docs/ and examples/README.md, generated from real runs.
 
 A fenced block in the Markdown right after ``<!-- sample: NAME -->`` is not written by hand: it is
 what a real command printed in a fresh, throw-away user of this machine, with only the volatile
@@ -82,10 +82,12 @@ SAMPLES: dict[str, str] = {
     "metrics-packs": "`GET /metrics` at the end of the story: the pack and prepare counters",
     "portability-export": "`powercontext export --scope … -o FILE` of the memory-flush scope",
     "portability-import": "`powercontext import FILE --data-dir DIR` of that file elsewhere",
+    "example-quickstart": "`python examples/quickstart.py` against the story's daemon",
+    "example-bootstrap-handoff": "`python examples/bootstrap_handoff.py` against it",
 }
 
 #: The pages that may hold marked blocks.
-PAGES = ("README.md", "docs/*.md", "docs/decisions/*.md")
+PAGES = ("README.md", "docs/*.md", "docs/decisions/*.md", "examples/*.md")
 
 REMOTE = "https://github.com/acme/shop.git"
 SCOPE = "git:github.com/acme/shop"  # what the plugins derive from REMOTE
@@ -539,6 +541,12 @@ def _story(world: World) -> dict[str, str]:
             for line in scraped.splitlines()
             if line.startswith(shown) and ("packs" in line or "prepare_context" in line)
         )
+
+        # examples/README.md: two examples as a user runs them, with the daemon's defaults
+        # (after /metrics: they prepare packs of their own)
+        for name in ("quickstart", "bootstrap_handoff"):
+            script = shlex.join([sys.executable, str(ROOT / "examples" / f"{name}.py")])
+            s[f"example-{name.replace('_', '-')}"] = world.sh(script).stdout
     return s
 
 
