@@ -52,18 +52,19 @@ def start_session(pc: PowerContextClient, session: str) -> str | None:
         profile=BOOTSTRAP_PROFILE,
         lifecycle="startup",
         integration="example",
-        event_id=f"{session}-{uuid.uuid4().hex}",  # the host's id: a retry gets the same pack
+        event_id=f"{session.replace(' ', '-')}-{uuid.uuid4().hex}",  # the host's session id
         handoff_ref=waiting,
     )
     kinds = [item.kind for item in pack.items]
     print(f"{session}: pack {pack.status}, {pack.content_bytes} bytes, items {kinds}")
     if pack.status != "ready":
         return None
-    pc.record_bootstrap_receipt(
+    # Claim it before showing it: of two claims only one wins, so it is shown at most once.
+    receipt = pc.record_bootstrap_receipt(
         scope_id=SCOPE, receipt_id=pack.receipt.receipt_id, state="injected"
-    )  # claim first: a second claim is refused
+    )
     print(pack.content)
-    return pack.receipt.receipt_id
+    return receipt.receipt_id
 
 
 def main() -> None:

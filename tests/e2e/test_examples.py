@@ -23,7 +23,7 @@ import pytest
 
 from tests.e2e.helpers import new_scope
 from tests.support.backends import fresh_database
-from tests.support.daemon import Daemon, start_daemon
+from tests.support.daemon import Daemon, free_port, start_daemon
 from tests.support.plugin_sandbox import init_repo
 
 pytestmark = pytest.mark.e2e
@@ -218,10 +218,7 @@ def test_seeding_follows_the_repository_files(examples_daemon: Daemon, tmp_path:
 
     out = run_example("seed_from_repo", str(repo), "--bootstrap", home=tmp_path / "h1", env=env)
     assert out[0] == f"scope {scope}"
-    assert (
-        line(out, "CONTRIBUTING.md: ")
-        == "CONTRIBUTING.md: 4 rule(s) seeded (4 new), 0 retired"
-    )
+    assert line(out, "CONTRIBUTING.md: ") == "CONTRIBUTING.md: 4 rule(s) seeded (4 new), 0 retired"
     assert line(out, "README.md: ") == "README.md: 1 rule(s) seeded (1 new), 0 retired"
     seeded = _entries(examples_daemon, scope, tag="from-contributing.md")
     assert [e["text"] for e in seeded] == [
@@ -237,10 +234,7 @@ def test_seeding_follows_the_repository_files(examples_daemon: Daemon, tmp_path:
     changed = CONTRIBUTING.replace("1. Never commit secrets; use the vault\n", "")
     (repo / "CONTRIBUTING.md").write_text(changed + "\n## Checklist\n\n- Update CHANGES.md\n")
     out = run_example("seed_from_repo", str(repo), "--bootstrap", home=tmp_path / "h2", env=env)
-    assert (
-        line(out, "CONTRIBUTING.md: ")
-        == "CONTRIBUTING.md: 4 rule(s) seeded (1 new), 1 retired"
-    )
+    assert line(out, "CONTRIBUTING.md: ") == "CONTRIBUTING.md: 4 rule(s) seeded (1 new), 1 retired"
     assert "  - Never commit secrets; use the vault" in out
     assert "  + Update CHANGES.md" in out
     assert "  = Run `make lint` before pushing" in out
@@ -311,7 +305,7 @@ def test_a_daemon_refuses_to_start_with_an_extractor_it_cannot_import(tmp_path: 
     env = {k: v for k, v in os.environ.items() if not k.startswith("POWERCONTEXT_")}
     env.update(POWERCONTEXT_EXTRACTOR="no_such_extractor_module:Thing")
     done = subprocess.run(
-        [sys.executable, "-m", "powercontext_runtime.cli.main", "serve", "--port", "0",
+        [sys.executable, "-m", "powercontext_runtime.cli.main", "serve", "--port", str(free_port()),
          "--data-dir", str(tmp_path / "home"), "--socket", "off"],
         env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT,
     )  # fmt: skip
