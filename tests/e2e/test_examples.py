@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from powercontext_runtime.contract.capabilities import AGENT_CAPABILITIES
+from powercontext_runtime.mcp.tools import TOOLS
+from powercontext_runtime.services.auth import required_capability
 from tests.e2e.helpers import new_scope
 from tests.support.backends import fresh_database
 from tests.support.daemon import Daemon, free_port, start_daemon
@@ -149,7 +152,8 @@ def test_mcp_session_with_the_agent_token(examples_daemon: Daemon, tmp_path: Pat
     scope = new_scope("mcp")
     out = run_example("mcp_session", home=tmp_path / "home", env=daemon_env(examples_daemon, scope))
     tools = re.fullmatch(r"(\d+) tools offered to the agent; review tools among them: \[\]", out[0])
-    assert tools is not None and int(tools[1]) >= 10
+    agent_tools = [t for t in TOOLS if required_capability(t.name) in AGENT_CAPABILITIES]
+    assert tools is not None and int(tools[1]) == len(agent_tools) < len(TOOLS)
     assert line(out, "search_memory: ") == (
         "search_memory: ['The importer must run before the nightly report']"
     )
