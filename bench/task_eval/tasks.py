@@ -133,7 +133,7 @@ CONSTRAINT_PROMPT = "Add an HTTP_TIMEOUT_SECONDS setting for the HTTP client to 
 
 
 def _constraint_step(view: View) -> Action:
-    value = recall(view, r"HTTP_TIMEOUT_SECONDS[^.]*?must be (\d+)") or "30"
+    value = recall(view, r"HTTP_TIMEOUT_SECONDS\b.{0,80}?must be (\d+)") or "30"
     return finish_after(view, write_file("app/settings.py", f"HTTP_TIMEOUT_SECONDS = {value}\n"))
 
 
@@ -292,7 +292,7 @@ def _filler(topic: str) -> str:
 
 
 def _tiny_step(view: View) -> Action:
-    value = recall(view, r"LOG_FORMAT[^.]*?must be (\w+)") or "text"
+    value = recall(view, r"LOG_FORMAT\b.{0,80}?must be (\w+)") or "text"
     return finish_after(view, write_file("app/logging_config.py", f'LOG_FORMAT = "{value}"\n'))
 
 
