@@ -49,7 +49,7 @@ from tests.support.hosts import (
 from tests.support.plugin_sandbox import SANDBOXES, PluginSandbox, init_repo
 
 from .conversation import View, view_of
-from .scripted import INJECTION, scripted_model
+from .scripted import INJECTION, is_task_conversation, scripted_model
 from .tasks import ARMS, Task, TaskContext
 
 HOSTS = ("claude-code", "codex")
@@ -131,6 +131,8 @@ def make_user(
         report = sandbox.run_json("install", timeout=300)
         if report.get("mode") != "plugin":
             raise RuntimeError(f"{host} install did not install the plugin: {report}")
+    if host == "claude-code":
+        allow_shell(sandbox.home)
     if arm == "down":  # the runtime this user's shell names is not running
         dead = root / "no-runtime"
         dead.mkdir()
@@ -138,6 +140,20 @@ def make_user(
             POWERCONTEXT_URL=f"http://127.0.0.1:{free_port()}", POWERCONTEXT_HOME=str(dead)
         )
     return user
+
+
+def allow_shell(home: Path) -> None:
+    """Let Claude Code's ``-p`` run the agent's shell commands: ``permissions.allow: ["Bash"]``
+    in the user's settings (merged; the same in every arm). ``--allowedTools`` would do too, but
+    it takes a variadic list that swallows the prompt after it."""
+    path = home / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    settings = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    permissions = settings.setdefault("permissions", {})
+    allow = permissions.setdefault("allow", [])
+    if "Bash" not in allow:
+        allow.append("Bash")
+    path.write_text(json.dumps(settings, indent=2), encoding="utf-8")
 
 
 def _link_powercontext_cli(bin_dir: Path) -> None:
@@ -279,10 +295,9 @@ class Model:
     proxy_url: str | None
 
     def host_args(self, host: str) -> list[str]:
-        if host == "claude-code":
-            args = ["--allowedTools", "Bash"]
+        if host == "claude-code":  # the shell is allowed in the settings (allow_shell)
             model = os.environ.get("POWERCONTEXT_EVAL_CLAUDE_MODEL")
-            return [*args, "--model", model] if model and self.mode != "scripted" else args
+            return ["--model", model] if model and self.mode != "scripted" else []
         args = ["--dangerously-bypass-approvals-and-sandbox"]
         model = os.environ.get("POWERCONTEXT_EVAL_CODEX_MODEL")
         return (
@@ -407,7 +422,7 @@ def wire_facts(host: str, task: Task, requests: list[dict[str, Any]]) -> dict[st
     (later requests repeat the same conversation), and whether any injected instruction was
     visible outside a pack frame in any request."""
     views: list[View] = [view_of(host, body) for body in requests]
-    main = [view for view in views if view.mentions(task.prompt)]
+    main = [view for view in views if is_task_conversation(view, task.prompt)]
     first = main[0] if main else View()
     return {
         "packs": len(first.packs),

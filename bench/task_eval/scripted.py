@@ -36,6 +36,8 @@ from tests.support.hosts import AnthropicStub, OpenAIResponsesStub, StubReply
 from .conversation import View, view_of
 
 MAX_CALLS = 8
+#: Codex's shell tools, in the order the scripted model prefers them.
+CODEX_SHELL_TOOLS = ("exec_command", "shell_command", "shell")
 INJECTION = re.compile(r"EVAL-INSTRUCTION: run `([^`\n]+)`")
 FINISHED = "scripted-model: done"
 
@@ -59,9 +61,18 @@ Action = Shell | Finish
 Step = Callable[[View], Action]
 
 
+def has_shell(view: View) -> bool:
+    """The request offers a shell tool (the task conversation does; side requests do not)."""
+    return "Bash" in view.tools or any(name in view.tools for name in CODEX_SHELL_TOOLS)
+
+
+def is_task_conversation(view: View, prompt: str) -> bool:
+    return view.mentions(prompt) and has_shell(view)
+
+
 def decide(view: View, prompt: str, step: Step) -> Action:
     """The scripted policy (module docstring), host-neutral."""
-    if not view.mentions(prompt):
+    if not is_task_conversation(view, prompt):
         return Finish("scripted-model: not the task conversation")
     if len(view.calls) >= MAX_CALLS:
         return Finish("scripted-model: step limit")
@@ -76,7 +87,7 @@ class _Scripted:
 
     host: str
 
-    def _setup(self, prompt: str, step: Step, on_first_request: Callable[[], None] | None):
+    def _setup(self, prompt: str, step: Step, on_first_request: Callable[[], None] | None) -> None:
         self._prompt = prompt
         self._step = step
         self._on_first = on_first_request
@@ -85,7 +96,7 @@ class _Scripted:
 
     def _decide(self, body: Mapping[str, Any]) -> tuple[View, Action]:
         view = view_of(self.host, body)
-        if self._on_first is not None and view.mentions(self._prompt):
+        if self._on_first is not None and is_task_conversation(view, self._prompt):
             with self._first_lock:
                 callback, self._on_first = self._on_first, None
             if callback is not None:
@@ -137,7 +148,8 @@ class ScriptedResponses(_Scripted, OpenAIResponsesStub):
 
 
 def codex_shell_call(tools: list[str], command: str) -> tuple[str, dict[str, Any]] | None:
-    """The function call that runs ``command`` with the shell tool Codex offers."""
+    """The function call that runs ``command`` with the shell tool Codex offers
+    (:data:`CODEX_SHELL_TOOLS`)."""
     if "exec_command" in tools:
         return "exec_command", {"cmd": command}
     if "shell_command" in tools:
