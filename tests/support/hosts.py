@@ -5,12 +5,15 @@ Everything here is stdlib only so later end-to-end tests can import it cheaply:
 * :func:`ensure_host_clis` installs the two pinned npm packages once into a cache folder outside
   the repository (idempotent, lock-protected, install-then-rename) and returns the executables.
 * :class:`AnthropicStub` / :class:`OpenAIResponsesStub` are threaded HTTP servers on 127.0.0.1
-  that record every request and answer with a minimal valid streaming reply.
+  that record every request and answer with a minimal valid streaming reply — or, in a
+  subclass overriding ``next_reply``, with a tool call (:class:`StubReply`; the task evaluation's
+  scripted model, ``bench/task_eval/scripted.py``).
 * :class:`BlackholeProxy` is set as ``HTTP(S)_PROXY`` for the hosts: any attempt to reach the
   internet is recorded and refused locally instead of leaving the machine.
 * :func:`run_claude` / :func:`run_codex` write the host's config into a throw-away home and run
   one non-interactive turn.
-* :func:`run_host_turn` runs one turn of either host against a fresh model stub, and
+* :func:`run_host` runs one turn of either host against any model URL, :func:`run_host_turn`
+  one against a fresh text-only stub, and
   :func:`assert_hook_context` checks where a hook's context landed in the model request.
 
 The verified facts behind these choices are in ``docs/decisions/real-host-facts.md``.
