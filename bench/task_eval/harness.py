@@ -118,13 +118,13 @@ class ArmUser:
 def make_user(
     host: str, arm: str, root: Path, daemon: Daemon, clis: HostCLIs, proxy_url: str
 ) -> ArmUser:
-    """A user of ``host`` with the real host CLI and the ``powercontext`` CLI in a private bin
-    dir, pointed at ``daemon``."""
+    """A user of ``host`` with the real host CLI (private bin dir) and the ``powercontext`` CLI
+    (``~/.local/bin``), pointed at ``daemon``."""
     root.mkdir(parents=True, exist_ok=True)
     remote = f"git@github.com:acme-eval/{host}-{arm}-{uuid.uuid4().hex[:8]}.git"
     sandbox = SANDBOXES[host].create(root, proxy_url, remote=remote)
     sandbox.with_host_cli(clis)
-    _link_powercontext_cli(sandbox.bin_dir)
+    _install_powercontext_cli(sandbox.home)
     sandbox.use_runtime(daemon)
     user = ArmUser(host, arm, sandbox, root)
     if arm != "control":
@@ -156,14 +156,23 @@ def allow_shell(home: Path) -> None:
     path.write_text(json.dumps(settings, indent=2), encoding="utf-8")
 
 
-def _link_powercontext_cli(bin_dir: Path) -> None:
-    """``powercontext`` on the user's PATH: the runtime's CLI with this interpreter."""
-    script = bin_dir / "powercontext"
+def user_bin(home: Path) -> Path:
+    return home / ".local" / "bin"
+
+
+def _install_powercontext_cli(home: Path) -> None:
+    """``powercontext`` in ``~/.local/bin`` (where ``pip install --user`` puts it), with a
+    ``~/.profile`` putting that on ``PATH`` as Debian's default one does: Codex runs the
+    agent's commands in a login shell, which resets ``PATH``."""
+    script = user_bin(home) / "powercontext"
+    script.parent.mkdir(parents=True, exist_ok=True)
     script.write_text(
         f'#!/bin/sh\nexec {sys.executable} -m powercontext_runtime.cli.main "$@"\n',
         encoding="utf-8",
     )
     script.chmod(0o755)
+    profile = home / ".profile"
+    profile.write_text('PATH="$HOME/.local/bin:$PATH"\n', encoding="utf-8")
 
 
 def make_repo(path: Path, task: Task) -> Path:
@@ -343,9 +352,9 @@ def run_task(
         **model.env(host),
         "POWERCONTEXT_SCOPE_ID": scope,
         "POWERCONTEXT_DEBUG": "1",
-        # The agent runs shell commands: the private bin dir, then the usual system tools.
+        # The agent runs shell commands: the user's bin dir, then the usual system tools.
         "PATH": os.pathsep.join(
-            [str(user.sandbox.bin_dir), os.environ.get("PATH", "/usr/bin:/bin")]
+            [str(user_bin(user.sandbox.home)), os.environ.get("PATH", "/usr/bin:/bin")]
         ),
     }
     log_offset = _size(daemon.stderr_path)
