@@ -71,12 +71,12 @@ def summarize(results: Sequence[RunResult], meta: dict[str, Any]) -> dict[str, A
     }
 
 
-def _fmt(value: object) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.0%}" if value <= 1 else f"{value:g}"
-    return str(value)
+def _pct(value: float) -> str:
+    return f"{value:.0%}"
+
+
+def _num(value: float | None) -> str:
+    return "–" if value is None else f"{value:g}"
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -96,18 +96,19 @@ def render_markdown(report: dict[str, Any]) -> str:
         "(0 when nothing was injected). Hook prepare ms: the hook's `duration_ms` for its "
         "prepare call. Turn s: the whole host process.",
         "",
-        "| host | arm | runs | success | pack prepared | bytes mean | bytes max "
+        "| host | arm | runs | success | pack prepared | turns finished | bytes mean | bytes max "
         "| hook prepare ms p50 | turn s p50 | hook outcomes |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for host, arms in report["arms"].items():
         for arm, row in arms.items():
             outcomes = ", ".join(f"{k} {v}" for k, v in row["prepare_outcomes"].items())
             lines.append(
-                f"| {host} | {arm} | {row['runs']} | {_fmt(row['success_rate'])} "
-                f"| {_fmt(row['pack_prepared_rate'])} | {row['injected_bytes_mean']:g} "
-                f"| {row['injected_bytes_max']} | {_fmt(row['hook_prepare_ms_p50'])} "
-                f"| {_fmt(row['turn_seconds_p50'])} | {outcomes} |"
+                f"| {host} | {arm} | {row['runs']} | {_pct(row['success_rate'])} "
+                f"| {_pct(row['pack_prepared_rate'])} | {_pct(row['turn_completed_rate'])} "
+                f"| {row['injected_bytes_mean']:g} | {row['injected_bytes_max']} "
+                f"| {_num(row['hook_prepare_ms_p50'])} | {_num(row['turn_seconds_p50'])} "
+                f"| {outcomes} |"
             )
     arms_order = list(next(iter(report["arms"].values()), {}).keys())
     lines += ["", "Per task (✓ = the check passed):", ""]
