@@ -67,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         key = "ANTHROPIC_API_KEY" if args.model == "anthropic" else "OPENAI_API_KEY"
         if not os.environ.get(key):
             raise SystemExit(f"--model {args.model} needs {key} in the environment")
+        if args.model == "openai" and not os.environ.get("POWERCONTEXT_EVAL_CODEX_MODEL"):
+            raise SystemExit("--model openai needs POWERCONTEXT_EVAL_CODEX_MODEL (e.g. gpt-5)")
         hosts = [REAL_MODE_HOST[args.model]]
     load_start = _load()
     started = dt.datetime.now(dt.UTC)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -488,6 +487,4 @@ def evaluate(config: EvalConfig, clis: HostCLIs) -> list[RunResult]:
                         f"prepare={result.prepare_outcome} bytes={result.injected_bytes} "
                         f"turn={result.turn_seconds:.1f}s"
                     )
-        if config.work_dir is None:
-            shutil.rmtree(root / "runtime-home", ignore_errors=True)
     return results
