@@ -5,12 +5,15 @@ Everything here is stdlib only so later end-to-end tests can import it cheaply:
 * :func:`ensure_host_clis` installs the two pinned npm packages once into a cache folder outside
   the repository (idempotent, lock-protected, install-then-rename) and returns the executables.
 * :class:`AnthropicStub` / :class:`OpenAIResponsesStub` are threaded HTTP servers on 127.0.0.1
-  that record every request and answer with a minimal valid streaming reply.
+  that record every request and answer with a minimal valid streaming reply — or, in a
+  subclass overriding ``next_reply``, with a tool call (:class:`StubReply`; the task evaluation's
+  scripted model, ``bench/task_eval/scripted.py``).
 * :class:`BlackholeProxy` is set as ``HTTP(S)_PROXY`` for the hosts: any attempt to reach the
   internet is recorded and refused locally instead of leaving the machine.
 * :func:`run_claude` / :func:`run_codex` write the host's config into a throw-away home and run
   one non-interactive turn.
-* :func:`run_host_turn` runs one turn of either host against a fresh model stub, and
+* :func:`run_host` runs one turn of either host against any model URL, :func:`run_host_turn`
+  one against a fresh text-only stub, and
   :func:`assert_hook_context` checks where a hook's context landed in the model request.
 
 The verified facts behind these choices are in ``docs/decisions/real-host-facts.md``.
@@ -385,8 +388,20 @@ class HTTPStub:
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
+class StubReply:
+    """One assistant message a model stub sends: plain ``text``, or one call of the host's
+    ``tool`` with ``arguments`` (a scripted model, ``bench/task_eval``, drives tools this way).
+    """
+
+    text: str = STUB_REPLY_TEXT
+    tool: str | None = None
+    arguments: Mapping[str, Any] | None = None
+
+
 class AnthropicStub(HTTPStub):
-    """Answers the Anthropic Messages API the way Claude Code needs for one text-only turn."""
+    """Answers the Anthropic Messages API the way Claude Code needs: one text reply per request
+    by default; a subclass may answer with a tool call instead (:meth:`next_reply`)."""
 
     name = "anthropic"
 
@@ -398,6 +413,10 @@ class AnthropicStub(HTTPStub):
     def model_requests(self) -> list[RecordedRequest]:
         return [r for r in self.requests if r.method == "POST" and _route(r.path) == "/v1/messages"]
 
+    def next_reply(self, body: Mapping[str, Any]) -> StubReply:
+        """What to answer to the Messages request ``body``: the fixed text unless overridden."""
+        return StubReply(text=self.reply)
+
     def respond(self, request: RecordedRequest) -> tuple[int, bytes, str]:
         route = _route(request.path)
         if request.method == "POST" and route == "/v1/messages/count_tokens":
@@ -406,7 +425,9 @@ class AnthropicStub(HTTPStub):
             body = request.json() or {}
             with self._lock:
                 self._counter += 1
-                message_id = f"msg_stub_{self._counter:04d}"
+                n = self._counter
+            message_id = f"msg_stub_{n:04d}"
+            reply = self.next_reply(body)
             model = str(body.get("model") or "claude-stub")
             usage = {
                 "input_tokens": 10,
@@ -414,14 +435,26 @@ class AnthropicStub(HTTPStub):
                 "cache_creation_input_tokens": 0,
                 "cache_read_input_tokens": 0,
             }
+            if reply.tool is None:
+                block: dict[str, Any] = {"type": "text", "text": reply.text}
+                start_block: dict[str, Any] = {"type": "text", "text": ""}
+                delta: dict[str, Any] = {"type": "text_delta", "text": reply.text}
+                stop_reason = "end_turn"
+            else:
+                tool_id = f"toolu_stub_{n:04d}"
+                arguments = dict(reply.arguments or {})
+                block = {"type": "tool_use", "id": tool_id, "name": reply.tool, "input": arguments}
+                start_block = {**block, "input": {}}
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(arguments)}
+                stop_reason = "tool_use"
             if not body.get("stream"):
                 message = {
                     "id": message_id,
                     "type": "message",
                     "role": "assistant",
                     "model": model,
-                    "content": [{"type": "text", "text": self.reply}],
-                    "stop_reason": "end_turn",
+                    "content": [block],
+                    "stop_reason": stop_reason,
                     "stop_sequence": None,
                     "usage": usage,
                 }
@@ -445,26 +478,18 @@ class AnthropicStub(HTTPStub):
                 ),
                 (
                     "content_block_start",
-                    {
-                        "type": "content_block_start",
-                        "index": 0,
-                        "content_block": {"type": "text", "text": ""},
-                    },
+                    {"type": "content_block_start", "index": 0, "content_block": start_block},
                 ),
                 (
                     "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": 0,
-                        "delta": {"type": "text_delta", "text": self.reply},
-                    },
+                    {"type": "content_block_delta", "index": 0, "delta": delta},
                 ),
                 ("content_block_stop", {"type": "content_block_stop", "index": 0}),
                 (
                     "message_delta",
                     {
                         "type": "message_delta",
-                        "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                        "delta": {"stop_reason": stop_reason, "stop_sequence": None},
                         "usage": {"output_tokens": 3},
                     },
                 ),
@@ -487,7 +512,8 @@ class AnthropicStub(HTTPStub):
 
 
 class OpenAIResponsesStub(HTTPStub):
-    """Answers the OpenAI Responses API the way Codex needs for one text-only turn."""
+    """Answers the OpenAI Responses API the way Codex needs: one text reply per request by
+    default; a subclass may answer with a function call instead (:meth:`next_reply`)."""
 
     name = "openai"
 
@@ -503,6 +529,10 @@ class OpenAIResponsesStub(HTTPStub):
             if r.method == "POST" and _route(r.path) in ("/v1/responses", "/responses")
         ]
 
+    def next_reply(self, body: Mapping[str, Any]) -> StubReply:
+        """What to answer to the Responses request ``body``: the fixed text unless overridden."""
+        return StubReply(text=self.reply)
+
     def respond(self, request: RecordedRequest) -> tuple[int, bytes, str]:
         route = _route(request.path)
         if request.method == "POST" and route in ("/v1/responses", "/responses"):
@@ -510,6 +540,7 @@ class OpenAIResponsesStub(HTTPStub):
             with self._lock:
                 self._counter += 1
                 n = self._counter
+            reply = self.next_reply(body)
             response_id, item_id = f"resp_stub_{n:04d}", f"msg_stub_{n:04d}"
             model = str(body.get("model") or "gpt-stub")
             base = {
@@ -518,14 +549,12 @@ class OpenAIResponsesStub(HTTPStub):
                 "model": model,
                 "created_at": int(time.time()),
             }
-            text_part = {"type": "output_text", "text": self.reply, "annotations": []}
-            done_item = {
-                "type": "message",
-                "id": item_id,
-                "role": "assistant",
-                "status": "completed",
-                "content": [text_part],
-            }
+            if reply.tool is None:
+                item_events, done_item = _responses_text_events(item_id, reply.text)
+            else:
+                item_events, done_item = _responses_call_events(
+                    f"fc_stub_{n:04d}", f"call_stub_{n:04d}", reply.tool, reply.arguments or {}
+                )
             events = [
                 (
                     "response.created",
@@ -534,30 +563,7 @@ class OpenAIResponsesStub(HTTPStub):
                         "response": {**base, "status": "in_progress", "output": []},
                     },
                 ),
-                (
-                    "response.output_item.added",
-                    {
-                        "type": "response.output_item.added",
-                        "output_index": 0,
-                        "item": {
-                            "type": "message",
-                            "id": item_id,
-                            "role": "assistant",
-                            "status": "in_progress",
-                            "content": [],
-                        },
-                    },
-                ),
-                (
-                    "response.output_text.delta",
-                    {
-                        "type": "response.output_text.delta",
-                        "item_id": item_id,
-                        "output_index": 0,
-                        "content_index": 0,
-                        "delta": self.reply,
-                    },
-                ),
+                *item_events,
                 (
                     "response.output_item.done",
                     {
@@ -593,6 +599,79 @@ class OpenAIResponsesStub(HTTPStub):
             b'{"error":{"message":"stub: not found","type":"invalid_request_error"}}',
             ("application/json"),
         )
+
+
+_Events = list[tuple[str, Mapping[str, Any]]]
+
+
+def _responses_text_events(item_id: str, text: str) -> tuple[_Events, dict[str, Any]]:
+    """The Responses stream of one assistant text message (before ``output_item.done``)."""
+    done_item = {
+        "type": "message",
+        "id": item_id,
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+    added = {**done_item, "status": "in_progress", "content": []}
+    events: _Events = [
+        (
+            "response.output_item.added",
+            {"type": "response.output_item.added", "output_index": 0, "item": added},
+        ),
+        (
+            "response.output_text.delta",
+            {
+                "type": "response.output_text.delta",
+                "item_id": item_id,
+                "output_index": 0,
+                "content_index": 0,
+                "delta": text,
+            },
+        ),
+    ]
+    return events, done_item
+
+
+def _responses_call_events(
+    item_id: str, call_id: str, name: str, arguments: Mapping[str, Any]
+) -> tuple[_Events, dict[str, Any]]:
+    """The Responses stream of one function call (before ``output_item.done``)."""
+    encoded = json.dumps(dict(arguments))
+    done_item = {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": name,
+        "arguments": encoded,
+        "status": "completed",
+    }
+    added = {**done_item, "arguments": "", "status": "in_progress"}
+    events: _Events = [
+        (
+            "response.output_item.added",
+            {"type": "response.output_item.added", "output_index": 0, "item": added},
+        ),
+        (
+            "response.function_call_arguments.delta",
+            {
+                "type": "response.function_call_arguments.delta",
+                "item_id": item_id,
+                "output_index": 0,
+                "delta": encoded,
+            },
+        ),
+        (
+            "response.function_call_arguments.done",
+            {
+                "type": "response.function_call_arguments.done",
+                "item_id": item_id,
+                "output_index": 0,
+                "arguments": encoded,
+            },
+        ),
+    ]
+    return events, done_item
 
 
 def _route(path: str) -> str:
@@ -943,6 +1022,54 @@ def run_codex_cli(
 # ---- either host ----------------------------------------------------------------------------
 
 
+def run_host(
+    host: str,
+    prompt: str,
+    *,
+    model_url: str,
+    home: Path,
+    cwd: Path,
+    clis: HostCLIs,
+    proxy_url: str | None,
+    extra_env: Mapping[str, str],
+    extra_args: Sequence[str] = (),
+    timeout: float = 60.0,
+) -> CompletedRun:
+    """One prompt in a fresh non-interactive session of the real ``host`` (``"codex"`` /
+    ``"claude-code"``), the user's ``home`` as prepared (e.g. by a plugin install), against the
+    model server at ``model_url``.
+
+    Codex runs *without* ``--dangerously-bypass-hook-trust``: its hooks must already be trusted,
+    as a user's would be.
+    """
+    if host == "codex":
+        return run_codex(
+            prompt,
+            codex_home=home / ".codex",
+            stub_url=model_url,
+            cwd=cwd,
+            bypass_hook_trust=False,
+            clis=clis,
+            proxy_url=proxy_url,
+            extra_args=extra_args,
+            extra_env=extra_env,
+            timeout=timeout,
+        )
+    if host == "claude-code":
+        return run_claude(
+            prompt,
+            home=home,
+            stub_url=model_url,
+            cwd=cwd,
+            clis=clis,
+            proxy_url=proxy_url,
+            extra_args=extra_args,
+            extra_env=extra_env,
+            timeout=timeout,
+        )
+    raise ValueError(f"unknown host {host!r}")
+
+
 def run_host_turn(
     host: str,
     prompt: str,
@@ -953,40 +1080,28 @@ def run_host_turn(
     proxy_url: str,
     extra_env: Mapping[str, str],
 ) -> tuple[CompletedRun, RecordedRequest]:
-    """One prompt in a fresh session of the real ``host`` (``"codex"`` / ``"claude-code"``, the
-    user's ``home`` as prepared, e.g. by a plugin install) against a fresh model stub.
-
-    Codex runs *without* ``--dangerously-bypass-hook-trust``: its hooks must already be trusted,
-    as a user's would be. Asserts the turn completed with the stub's reply after exactly one
+    """One prompt in a fresh session of the real ``host`` (see :func:`run_host`) against a fresh
+    text-only model stub. Asserts the turn completed with the stub's reply after exactly one
     model request, and returns the run and that request.
     """
-    if host == "codex":
-        with OpenAIResponsesStub() as openai:
-            run = run_codex(
-                prompt,
-                codex_home=home / ".codex",
-                stub_url=openai.url,
-                cwd=cwd,
-                bypass_hook_trust=False,
-                clis=clis,
-                proxy_url=proxy_url,
-                extra_env=extra_env,
-            )
-            requests = openai.model_requests()
-    elif host == "claude-code":
-        with AnthropicStub() as anthropic:
-            run = run_claude(
-                prompt,
-                home=home,
-                stub_url=anthropic.url,
-                cwd=cwd,
-                clis=clis,
-                proxy_url=proxy_url,
-                extra_env=extra_env,
-            )
-            requests = anthropic.model_requests()
-    else:
+    stubs: dict[str, type[AnthropicStub] | type[OpenAIResponsesStub]] = {
+        "codex": OpenAIResponsesStub,
+        "claude-code": AnthropicStub,
+    }
+    if host not in stubs:
         raise ValueError(f"unknown host {host!r}")
+    with stubs[host]() as stub:
+        run = run_host(
+            host,
+            prompt,
+            model_url=stub.url,
+            home=home,
+            cwd=cwd,
+            clis=clis,
+            proxy_url=proxy_url,
+            extra_env=extra_env,
+        )
+        requests = stub.model_requests()
     assert run.returncode == 0 and STUB_REPLY_TEXT in run.stdout, run.describe()
     assert len(requests) == 1, [r.path for r in requests]
     return run, requests[0]
