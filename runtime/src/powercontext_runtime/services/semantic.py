@@ -174,10 +174,14 @@ class SemanticChannel:
         vector = self._embed_one(query)
         if scope_id is None or k <= 0:
             return _Embedded(vector, None)
-        # Over-fetched like candidates(): superseded versions are dropped there.
-        return _Embedded(
-            vector, self._vectors.search_loaded(scope_id, self.model_id, vector, 2 * k)
-        )
+        # Over-fetched like candidates(): superseded versions are dropped there. This search is
+        # only a head start: if it fails, the caller searches in its snapshot as it would.
+        try:
+            prior = self._vectors.search_loaded(scope_id, self.model_id, vector, 2 * k)
+        except Exception as exc:  # logged by type only, never the query
+            _log.warning("vector_prior_failed", extra={"error_type": type(exc).__name__})
+            prior = None
+        return _Embedded(vector, prior)
 
     def warm(self) -> None:
         """Load a local model on the query thread now, in the background, so a serving
