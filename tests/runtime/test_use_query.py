@@ -196,8 +196,12 @@ def test_a_small_cache_evicts_and_refills_without_changing_an_answer(
     backend, _ = embedder._loaded()
     forward = QueryForward(backend, capacity=256, prefill=[1, 2, 3])
     assert forward.cached == 3
-    texts = _texts(150, seed=4)[20:]
+    rng = random.Random(4)
+    # Random common Chinese characters: most are a token each, so there are far more
+    # distinct tokens than rows.
+    texts = ["".join(chr(rng.randint(0x4E00, 0x6FFF)) for _ in range(40)) for _ in range(60)]
     ids = [embedder.query_ids(t) for t in texts]
+    assert len({i for sequence in ids for i in sequence}) > 2 * 256
     first = forward.encode(ids[0])
     for sequence in ids[1:]:
         forward.encode(sequence)
