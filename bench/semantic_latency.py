@@ -104,8 +104,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         semantic = hybrid.semantic
         assert semantic is not None
         rss["opened"] = _rss_mib()
-        semantic.embed_query("warm up")  # loads the model and the query pass
         embedder: Any = semantic.embedder
+        embedder.embed_query("warm up")  # loads the model and the query pass (≈ 1 s)
         rss["model_loaded"] = _rss_mib()
         vectors = semantic.vector_count()
 

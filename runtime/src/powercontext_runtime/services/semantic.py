@@ -26,6 +26,7 @@ from sqlalchemy import Connection, bindparam, select
 
 from ..embeddings import Embedder, EmbeddingTimeoutError, EmbeddingUnavailableError
 from ..search.fusion import Admission
+from ..store._sqlite import sqlite_driver
 from ..store.database import Database
 from ..store.schema import memory_versions
 from ..store.vectors import PendingVersion, Prior, VectorStore
@@ -56,6 +57,22 @@ _CANDIDATE_ROWS = select(
     _v.c.valid_to,
     _v.c.state,
 ).where(_v.c.id.in_(bindparam("ids", expanding=True)))
+
+
+_SQLITE_CANDIDATE_ROWS = (
+    "SELECT id, scope_id, entry_id, entry_version_id, text, valid_to, state"
+    " FROM memory_versions WHERE id IN "
+)
+
+
+class _CandidateRow(NamedTuple):
+    id: int
+    scope_id: str
+    entry_id: str
+    entry_version_id: str
+    text: str
+    valid_to: Any
+    state: str
 
 
 class VectorCandidate(NamedTuple):
@@ -277,9 +294,16 @@ class SemanticChannel:
                 break
         return found
 
-    @staticmethod
-    def _rows(conn: Connection, ids: list[int]) -> Sequence[Any]:
-        return conn.execute(_CANDIDATE_ROWS, {"ids": sorted(set(ids))}).all()
+    def _rows(self, conn: Connection, ids: list[int]) -> Sequence[Any]:
+        wanted = sorted(set(ids))
+        if self._db.backend == "sqlite":
+            # The driver cursor of the open transaction (same snapshot): SQLAlchemy's
+            # expanding IN cost ≈ 1 ms of the ≈ 2.5 ms vector step at 100k. The ids are ints
+            # bound as parameters; only the count of placeholders is built.
+            marks = ",".join("?" * len(wanted))
+            rows = sqlite_driver(conn).execute(_SQLITE_CANDIDATE_ROWS + f"({marks})", wanted)
+            return [_CandidateRow(*row) for row in rows.fetchall()]
+        return conn.execute(_CANDIDATE_ROWS, {"ids": wanted}).all()
 
     # -- the write side --------------------------------------------------------------------
 

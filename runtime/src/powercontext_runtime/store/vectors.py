@@ -40,6 +40,7 @@ __all__ = ["PendingVersion", "Prior", "VectorHit", "VectorStore", "for_backend"]
 EXACT_MAX = 4096  # up to this many vectors in a scope, score every one
 PREFILTER = 1000  # Hamming candidates rescored in int8 above EXACT_MAX
 _BLOCK = 8192  # rows upcast to float32 at a time (bounds the temporary to ~16 MiB)
+_TAIL_CHUNK = 4096  # rows read from the table at a time when topping an index up
 
 
 class PendingVersion(NamedTuple):
@@ -173,22 +174,32 @@ class _ScopeIndex:
     codes: Any = None  # uint64 (dim/64, capacity)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def append(self, rowids: list[int], q: Any, scale: Any) -> None:
+    def reserve(self, rows: int) -> None:
+        """Room for ``rows`` in all (the first load knows its count: one allocation)."""
+        if self.q is None or rows > len(self.q):
+            self._grow(rows)
+
+    def _grow(self, rows: int) -> None:
         import numpy as np
 
+        # A quarter of headroom, not double: the first load is the whole scope (100k rows =
+        # 51 MiB of int8), and later appends are a few rows per write.
+        capacity = max(64, rows * 5 // 4)
+        self.rowids = _grown(self.rowids, (capacity,), np.int64, self.size)
+        self.q = _grown(self.q, (capacity, self.dimension), np.int8, self.size)
+        self.scale = _grown(self.scale, (capacity,), np.float32, self.size)
+        self.alive = _grown(self.alive, (capacity,), np.bool_, self.size)
+        if self.codes is not None:
+            codes = np.zeros((self.codes.shape[0], capacity), dtype=np.uint64)
+            codes[:, : self.coded] = self.codes[:, : self.coded]
+            self.codes = codes
+
+    def append(self, rowids: list[int], q: Any, scale: Any) -> None:
         n = len(rowids)
         if not n:
             return
         if self.q is None or self.size + n > len(self.q):
-            capacity = max(64, 2 * (self.size + n))
-            self.rowids = _grown(self.rowids, (capacity,), np.int64, self.size)
-            self.q = _grown(self.q, (capacity, self.dimension), np.int8, self.size)
-            self.scale = _grown(self.scale, (capacity,), np.float32, self.size)
-            self.alive = _grown(self.alive, (capacity,), np.bool_, self.size)
-            if self.codes is not None:
-                codes = np.zeros((self.codes.shape[0], capacity), dtype=np.uint64)
-                codes[:, : self.coded] = self.codes[:, : self.coded]
-                self.codes = codes
+            self._grow(self.size + n)
         end = self.size + n
         self.rowids[self.size : end] = rowids
         self.q[self.size : end] = q
@@ -309,6 +320,7 @@ _SQLITE_TABLE = (
 _SQLITE_SCOPE_INDEX = (
     "CREATE INDEX IF NOT EXISTS ix_memory_vectors_scope ON memory_vectors (scope_id, model, seq)"
 )
+_SQLITE_COUNT = "SELECT count(*) FROM memory_vectors WHERE scope_id = ? AND model = ?"
 _SQLITE_TAIL = (
     "SELECT seq, version_id, scale, vector FROM memory_vectors"
     " WHERE scope_id = ? AND model = ? AND seq > ? ORDER BY seq"
@@ -367,12 +379,14 @@ class _SqliteVectors:
         with index.lock:
             # Top up with the rows committed since the last search. This runs in the caller's
             # snapshot, so rows it cannot see yet are picked up by a later search.
-            tail = (
-                sqlite_driver(conn)
-                .execute(_SQLITE_TAIL, (scope_id, model, index.last_seq))
-                .fetchall()
-            )
-            if tail:
+            # In chunks: the first load is every row of the scope, and 100k rows as one list
+            # of tuples would cost ≈ 150 MiB of transient (and fragmented) memory.
+            driver = sqlite_driver(conn)
+            if not index.last_seq:  # the first load: size the buffers once
+                (rows,) = driver.execute(_SQLITE_COUNT, (scope_id, model)).fetchone()
+                index.reserve(int(rows))
+            cursor = driver.execute(_SQLITE_TAIL, (scope_id, model, index.last_seq))
+            while tail := cursor.fetchmany(_TAIL_CHUNK):
                 width = len(query)
                 blob = b"".join(row[3] for row in tail)
                 q = np.frombuffer(blob, dtype=np.int8).reshape(len(tail), width)
