@@ -386,13 +386,20 @@ class _SqliteVectors:
                 (rows,) = driver.execute(_SQLITE_COUNT, (scope_id, model)).fetchone()
                 index.reserve(int(rows))
             cursor = driver.execute(_SQLITE_TAIL, (scope_id, model, index.last_seq))
+            loaded = 0
             while tail := cursor.fetchmany(_TAIL_CHUNK):
+                loaded += len(tail)
                 width = len(query)
                 blob = b"".join(row[3] for row in tail)
                 q = np.frombuffer(blob, dtype=np.int8).reshape(len(tail), width)
                 scale = np.array([row[2] for row in tail], dtype=np.float32)
                 index.append([row[1] for row in tail], q, scale)
                 index.last_seq = tail[-1][0]
+            if loaded > EXACT_MAX:
+                # A large load read every vector page through this connection's page cache
+                # (the prompt connection's is 64 MiB): give those pages back, they are in the
+                # index now. Its search pages refill as prompts read them.
+                driver.execute("PRAGMA shrink_memory")
             if (
                 prior is None
                 or prior.source is not index
