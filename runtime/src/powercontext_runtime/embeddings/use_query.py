@@ -42,7 +42,7 @@ _X = len(_ORDERS) * _CNN  # 768: the projected, normalised token
 #: Where each branch's per-offset products start in a cache row (after x).
 _Q_AT = tuple(_X + sum(n * _CNN for n, _ in _ORDERS[:i]) for i in range(len(_ORDERS)))
 _ROW = _X + sum(n * _CNN for n, _ in _ORDERS)  # 3,328 values per token
-MIN_CAPACITY = 256  # a query's tokens (≤ 64 after the cut) always fit, with room to spare
+MIN_CAPACITY = 256  # a query's tokens (≤ 96 after the cut) always fit, with room to spare
 
 
 def _layernorm(x: npt.NDArray[np.float32], gamma: Any, beta: Any, eps: float) -> None:
