@@ -9,7 +9,7 @@ with the query embedding included, RSS ≤ 300 MiB with the model loaded. ``prep
   ``prepare_latency.py`` (same seed, generated from the scope's first entries), counting the
   search that ran (a fallback to fts is not a fast hybrid);
 * the query embedding alone, the package's stock pass on 256 characters (what the runtime
-  used before) against the query pass (``embeddings/use_query.py``) on 64 tokens, and the
+  used before) against the query pass (``embeddings/use_query.py``) on at most 96 tokens, and the
   vector search alone (Hamming prefilter + int8 rescoring over the scope's loaded index);
 * recall@10 of that vector search against an exact scan of the same int8 vectors, for the
   prompts' real query vectors;
@@ -226,7 +226,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             kind, f"**{cell(k['hybrid_ms'])}**", modes, cell(k["fts_ms"]),
             cell(k["embed_stock_256_chars_ms"]), cell(k["embed_query_pass_ms"]),
             cell(k["embed_via_query_thread_ms"]), cell(k["vector_search_ms"]),
-            f"{tokens['p50'] * 1000:.0f} / {tokens['max'] * 1000:.0f}",
+            f"{tokens['p50']:.0f} / {tokens['max']:.0f}",  # counts (summarize_ms scales)
         ])  # fmt: skip
     budgets = []
     for kind in KINDS:
@@ -267,7 +267,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                 "search that ran",
                 "fts prepare (channel off)",
                 "embed: stock pass, 256 chars",
-                "embed: query pass, 64 tokens",
+                "embed: query pass, ≤ 96 tokens",
                 "embed via the query thread",
                 "vector search (given the vector)",
                 "query tokens p50 / max",
