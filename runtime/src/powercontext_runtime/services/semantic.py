@@ -26,9 +26,10 @@ from sqlalchemy import Connection, bindparam, select
 
 from ..embeddings import Embedder, EmbeddingTimeoutError, EmbeddingUnavailableError
 from ..search.fusion import Admission
+from ..store._sqlite import sqlite_driver
 from ..store.database import Database
 from ..store.schema import memory_versions
-from ..store.vectors import PendingVersion, VectorStore
+from ..store.vectors import PendingVersion, Prior, VectorStore
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,8 +39,9 @@ __all__ = ["EmbeddingWorker", "PendingQuery", "SemanticChannel", "VectorCandidat
 
 _log = logging.getLogger("powercontext.semantic")
 
-#: Characters of a query (a whole prompt, up to 8192) that are embedded. The model's cost
-#: grows with the tokens; the opening of a prompt is what it is about. ~3–8 ms with USE.
+#: Characters of a query (a whole prompt, up to 8192) given to an embedder that has no query
+#: pass of its own (``embed_query``; the local model cuts by tokens instead). The cost grows
+#: with the text; the opening of a prompt is what it is about.
 QUERY_CHARS = 256
 BATCH = 32  # versions embedded per worker step (one write transaction each)
 FULL_SWEEP_EVERY = 30  # worker rounds between sweeps from row 0 (see embed_pending)
@@ -57,6 +59,22 @@ _CANDIDATE_ROWS = select(
 ).where(_v.c.id.in_(bindparam("ids", expanding=True)))
 
 
+_SQLITE_CANDIDATE_ROWS = (
+    "SELECT id, scope_id, entry_id, entry_version_id, text, valid_to, state"
+    " FROM memory_versions WHERE id IN "
+)
+
+
+class _CandidateRow(NamedTuple):
+    id: int
+    scope_id: str
+    entry_id: str
+    entry_version_id: str
+    text: str
+    valid_to: Any
+    state: str
+
+
 class VectorCandidate(NamedTuple):
     """A current entry version the vector channel found, with its cosine similarity."""
 
@@ -72,23 +90,41 @@ def embedding_text(text: str, tags_json: str) -> str:
     return text + ("\n" + " ".join(tags) if tags else "")
 
 
+class _Embedded(NamedTuple):
+    vector: npt.NDArray[np.float32]
+    prior: Prior | None  # the loaded index searched on the query thread, if it was asked
+
+
 class PendingQuery:
     """A query embedding under way: :meth:`result` waits at most until the deadline that
-    started with the request, so the lexical search can run meanwhile (issue 17's budget)."""
+    started with the request, so the lexical search can run meanwhile (issue 17's budget).
+    Started for a scope, the query thread also searches that scope's loaded vector index
+    right after embedding (:attr:`prior`), which overlaps with the lexical search too."""
 
-    __slots__ = ("_deadline", "_future")
+    __slots__ = ("_deadline", "_future", "k", "prior", "scope_id")
 
-    def __init__(self, future: Future[npt.NDArray[np.float32]], deadline: float) -> None:
+    def __init__(
+        self,
+        future: Future[_Embedded],
+        deadline: float,
+        scope_id: str | None = None,
+        k: int = 0,
+    ) -> None:
         self._future = future
         self._deadline = deadline
+        self.scope_id = scope_id
+        self.k = k
+        self.prior: Prior | None = None
 
     def result(self) -> npt.NDArray[np.float32]:
         """The vector, or :class:`EmbeddingUnavailableError` (a timeout included). A late
         answer is dropped, not waited for."""
         try:
-            return self._future.result(timeout=max(0.0, self._deadline - time.monotonic()))
+            embedded = self._future.result(timeout=max(0.0, self._deadline - time.monotonic()))
         except FutureTimeout:
             raise EmbeddingTimeoutError("the embedder did not answer in time") from None
+        self.prior = embedded.prior
+        return embedded.vector
 
 
 class SemanticChannel:
@@ -133,21 +169,36 @@ class SemanticChannel:
         """A read snapshot (joins the caller's open one, as every nested read does)."""
         return self._db.read()
 
-    def start_query(self, query: str) -> PendingQuery:
-        """Start embedding the query; :class:`EmbeddingUnavailableError` at once when the
-        embedder is busy (more than ``MAX_QUEUED_QUERIES`` waiting) or shut down."""
+    def start_query(self, query: str, scope_id: str | None = None, k: int = 0) -> PendingQuery:
+        """Start embedding the query (and, with ``scope_id``, searching that scope's loaded
+        index for ``k`` candidates, see :meth:`candidates`); :class:`EmbeddingUnavailableError`
+        at once when the embedder is busy (more than ``MAX_QUEUED_QUERIES`` waiting) or shut
+        down."""
         with self._queued_lock:
             if self._queued >= MAX_QUEUED_QUERIES:
                 raise EmbeddingTimeoutError("the embedder is busy")
             self._queued += 1
         deadline = time.monotonic() + self._query_timeout
         try:
-            future = self._queries.submit(self._embed_one, query[:QUERY_CHARS])
+            future = self._queries.submit(self._embed_and_search, query, scope_id, k)
         except RuntimeError:  # shut down
             self._release()
             raise EmbeddingUnavailableError("the embedder is shut down") from None
         future.add_done_callback(lambda _f: self._release())
-        return PendingQuery(future, deadline)
+        return PendingQuery(future, deadline, scope_id, k)
+
+    def _embed_and_search(self, query: str, scope_id: str | None, k: int) -> _Embedded:
+        vector = self._embed_one(query)
+        if scope_id is None or k <= 0:
+            return _Embedded(vector, None)
+        # Over-fetched like candidates(): superseded versions are dropped there. This search is
+        # only a head start: if it fails, the caller searches in its snapshot as it would.
+        try:
+            prior = self._vectors.search_loaded(scope_id, self.model_id, vector, 2 * k)
+        except Exception as exc:  # logged by type only, never the query
+            _log.warning("vector_prior_failed", extra={"error_type": type(exc).__name__})
+            prior = None
+        return _Embedded(vector, prior)
 
     def warm(self) -> None:
         """Load a local model on the query thread now, in the background, so a serving
@@ -161,7 +212,8 @@ class SemanticChannel:
         def warm() -> None:
             try:
                 for text in samples:  # short, Chinese and a long one: the shapes queries have
-                    self.embedder.embed([text[:QUERY_CHARS]])
+                    self.embedder.embed([text[:QUERY_CHARS]])  # the entries' pass
+                    self._embed_one(text)  # the query pass, if the embedder has its own
             except EmbeddingUnavailableError as exc:
                 _log.warning("embedder_warm_up_failed", extra={"code": exc.code})
             else:
@@ -174,7 +226,13 @@ class SemanticChannel:
         return self.start_query(query).result()
 
     def _embed_one(self, text: str) -> npt.NDArray[np.float32]:
-        return self.embedder.embed([text], timeout=self._query_timeout)[0]
+        """A query's vector: the embedder's own query pass when it has one (the local model:
+        a faster pass over the first tokens), else the first ``QUERY_CHARS`` characters."""
+        embed_query = getattr(self.embedder, "embed_query", None)
+        if embed_query is not None:
+            vector: npt.NDArray[np.float32] = embed_query(text)
+            return vector
+        return self.embedder.embed([text[:QUERY_CHARS]], timeout=self._query_timeout)[0]
 
     def _read(self, work: Callable[[Connection], Any]) -> Any:
         with self._db.read() as conn:
@@ -195,12 +253,15 @@ class SemanticChannel:
         query: npt.NDArray[np.float32],
         k: int,
         exclude_versions: frozenset[str] = frozenset(),
+        prior: Prior | None = None,
     ) -> list[VectorCandidate]:
         """The nearest current, active versions of the scope, best first, in the caller's
-        snapshot (nested in its :meth:`Database.read`)."""
+        snapshot (nested in its :meth:`Database.read`). ``prior``: the query thread's search
+        of the loaded index for this scope and ``k`` (:class:`PendingQuery`); the rows
+        committed since are searched here."""
         with self._db.read() as conn:
             # Ask for more than k: superseded versions' vectors are dropped below.
-            hits = self._vectors.nearest(conn, scope_id, self.model_id, query, 2 * k)
+            hits = self._vectors.nearest(conn, scope_id, self.model_id, query, 2 * k, prior)
             if not hits:
                 return []
             rows = {row.id: row for row in self._rows(conn, [h.rowid for h in hits])}
@@ -233,9 +294,16 @@ class SemanticChannel:
                 break
         return found
 
-    @staticmethod
-    def _rows(conn: Connection, ids: list[int]) -> Sequence[Any]:
-        return conn.execute(_CANDIDATE_ROWS, {"ids": sorted(set(ids))}).all()
+    def _rows(self, conn: Connection, ids: list[int]) -> Sequence[Any]:
+        wanted = sorted(set(ids))
+        if self._db.backend == "sqlite":
+            # The driver cursor of the open transaction (same snapshot): SQLAlchemy's
+            # expanding IN cost ≈ 1 ms of the ≈ 2.5 ms vector step at 100k. The ids are ints
+            # bound as parameters; only the count of placeholders is built.
+            marks = ",".join("?" * len(wanted))
+            rows = sqlite_driver(conn).execute(_SQLITE_CANDIDATE_ROWS + f"({marks})", wanted)
+            return [_CandidateRow(*row) for row in rows.fetchall()]
+        return conn.execute(_CANDIDATE_ROWS, {"ids": wanted}).all()
 
     # -- the write side --------------------------------------------------------------------
 

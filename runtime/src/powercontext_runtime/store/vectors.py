@@ -35,11 +35,12 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["PendingVersion", "VectorHit", "VectorStore", "for_backend"]
+__all__ = ["PendingVersion", "Prior", "VectorHit", "VectorStore", "for_backend"]
 
 EXACT_MAX = 4096  # up to this many vectors in a scope, score every one
 PREFILTER = 1000  # Hamming candidates rescored in int8 above EXACT_MAX
 _BLOCK = 8192  # rows upcast to float32 at a time (bounds the temporary to ~16 MiB)
+_TAIL_CHUNK = 4096  # rows read from the table at a time when topping an index up
 
 
 class PendingVersion(NamedTuple):
@@ -72,7 +73,11 @@ class VectorStore(Protocol):
         model: str,
         query: npt.NDArray[np.float32],
         k: int,
+        prior: Prior | None = None,
     ) -> list[VectorHit]: ...
+    def search_loaded(
+        self, scope_id: str, model: str, query: npt.NDArray[np.float32], k: int
+    ) -> Prior | None: ...
     def forget(self, rowids: Sequence[int]) -> None: ...
     def pending(
         self, conn: Connection, model: str, after: int, limit: int
@@ -132,9 +137,28 @@ def _int8(vectors: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.int8], npt.N
 # -- SQLite: int8 rows, searched in-process -------------------------------------------------
 
 
+class Prior(NamedTuple):
+    """A search of a scope's loaded index made off the caller's snapshot (on the query
+    thread, alongside the lexical search): its hits and how many rows it covered. The caller
+    then tops the index up in its snapshot and scores only the rows past ``covered``."""
+
+    hits: list[VectorHit]
+    covered: int
+    source: Any  # the index searched (a cleared or rebuilt index invalidates the prior)
+
+
 @dataclass
 class _ScopeIndex:
-    """The vectors of one (scope, model), append-only, in preallocated numpy buffers."""
+    """The vectors of one (scope, model), append-only, in preallocated numpy buffers.
+
+    Above ``EXACT_MAX`` rows a search is a Hamming prefilter over sign codes of the
+    mean-centred vectors (one bit per dimension, column-major ``(dim/64, capacity)`` uint64 so
+    each 64-bit word is one vectorised xor + popcount over all rows), keeping the
+    ``PREFILTER`` nearest (and the ties at the cut), then an int8 rescoring of those. The
+    codes depend on the centre, so they live here, not in the table: the centre is the mean of
+    the rows when codes are first needed and is recomputed (all codes with it) whenever the
+    index has doubled since, so a scope that grew from a handful of rows is not coded against
+    their mean."""
 
     dimension: int
     last_seq: int = 0
@@ -142,62 +166,82 @@ class _ScopeIndex:
     rowids: Any = None  # int64 (capacity,)
     q: Any = None  # int8 (capacity, dim)
     scale: Any = None  # float32 (capacity,)
-    codes: Any = None  # uint8 (capacity, dim/8): sign bits of (vector - centre)
     alive: Any = None  # bool (capacity,)
-    centre: Any = None  # float32 (dim,): fixed when the index is first loaded
-    position: dict[int, int] = field(default_factory=dict)
+    dead: int = 0  # rows forgotten (``alive`` False)
+    centre: Any = None  # float32 (dim,), once codes are needed
+    centred_at: int = 0  # rows when the centre was computed
+    coded: int = 0  # rows [0, coded) have codes
+    codes: Any = None  # uint64 (dim/64, capacity)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def append(self, rowids: list[int], q: Any, scale: Any) -> None:
+    def reserve(self, rows: int) -> None:
+        """Room for ``rows`` in all (the first load knows its count: one allocation)."""
+        if self.q is None or rows > len(self.q):
+            self._grow(rows)
+
+    def _grow(self, rows: int) -> None:
         import numpy as np
 
+        # A quarter of headroom, not double: the first load is the whole scope (100k rows =
+        # 51 MiB of int8), and later appends are a few rows per write.
+        capacity = max(64, rows * 5 // 4)
+        self.rowids = _grown(self.rowids, (capacity,), np.int64, self.size)
+        self.q = _grown(self.q, (capacity, self.dimension), np.int8, self.size)
+        self.scale = _grown(self.scale, (capacity,), np.float32, self.size)
+        self.alive = _grown(self.alive, (capacity,), np.bool_, self.size)
+        if self.codes is not None:
+            codes = np.zeros((self.codes.shape[0], capacity), dtype=np.uint64)
+            codes[:, : self.coded] = self.codes[:, : self.coded]
+            self.codes = codes
+
+    def append(self, rowids: list[int], q: Any, scale: Any) -> None:
         n = len(rowids)
         if not n:
             return
         if self.q is None or self.size + n > len(self.q):
-            capacity = max(64, 2 * (self.size + n))
-            self.rowids = _grown(self.rowids, (capacity,), np.int64, self.size)
-            self.q = _grown(self.q, (capacity, self.dimension), np.int8, self.size)
-            self.scale = _grown(self.scale, (capacity,), np.float32, self.size)
-            self.codes = _grown(
-                self.codes, (capacity, (self.dimension + 7) // 8), np.uint8, self.size
-            )
-            self.alive = _grown(self.alive, (capacity,), np.bool_, self.size)
-        if self.centre is None:
-            self.centre = (q.astype(np.float32) * scale[:, None]).mean(axis=0)
+            self._grow(self.size + n)
         end = self.size + n
         self.rowids[self.size : end] = rowids
         self.q[self.size : end] = q
         self.scale[self.size : end] = scale
-        self.codes[self.size : end] = np.packbits(
-            q.astype(np.float32) * scale[:, None] > self.centre, axis=1
-        )
         self.alive[self.size : end] = True
-        for offset, rowid in enumerate(rowids):
-            self.position[rowid] = self.size + offset
         self.size = end
 
-    def nearest(self, query: Any, k: int) -> list[VectorHit]:
+    def _ensure_codes(self) -> None:
+        """Codes for every row, against a centre no older than half the index."""
         import numpy as np
 
         n = self.size
-        if not n or k <= 0:
+        if self.centre is None or n >= 2 * self.centred_at:
+            total = np.zeros(self.dimension, dtype=np.float64)
+            for start in range(0, n, _BLOCK):
+                stop = min(n, start + _BLOCK)
+                total += self.scale[start:stop] @ self.q[start:stop].astype(np.float32)
+            self.centre = (total / n).astype(np.float32)
+            self.centred_at, self.coded = n, 0
+            self.codes = np.zeros(((self.dimension + 63) // 64, len(self.q)), dtype=np.uint64)
+        for start in range(self.coded, n, _BLOCK):
+            stop = min(n, start + _BLOCK)
+            rows = self.q[start:stop].astype(np.float32) * self.scale[start:stop, None]
+            self.codes[:, start:stop] = _packed(rows > self.centre).T
+        self.coded = n
+
+    def nearest(self, query: Any, k: int, start: int = 0) -> list[VectorHit]:
+        """The ``k`` best rows from position ``start`` on (exact up to ``EXACT_MAX`` rows)."""
+        import numpy as np
+
+        n = self.size - start
+        if n <= 0 or k <= 0:
             return []
         if n <= EXACT_MAX:
-            pool = np.arange(n)
+            pool = np.arange(start, self.size)
         else:
-            code = np.packbits(query > self.centre)
-            distance = np.bitwise_count(self.codes[:n] ^ code).sum(axis=1, dtype=np.int32)
-            distance[~self.alive[:n]] = np.iinfo(np.int32).max
-            keep = min(PREFILTER, n)
-            pool = np.argpartition(distance, keep - 1)[:keep]
-            pool.sort()  # ascending rows: deterministic order before the exact rescore
+            self._ensure_codes()
+            pool = start + self._prefilter(query, start)
         sims = np.empty(len(pool), dtype=np.float32)
-        for start in range(0, len(pool), _BLOCK):
-            rows = pool[start : start + _BLOCK]
-            sims[start : start + len(rows)] = (
-                self.q[rows].astype(np.float32) @ query
-            ) * self.scale[rows]
+        for at in range(0, len(pool), _BLOCK):
+            rows = pool[at : at + _BLOCK]
+            sims[at : at + len(rows)] = (self.q[rows].astype(np.float32) @ query) * self.scale[rows]
         sims[~self.alive[pool]] = -np.inf
         take = min(k, len(pool))
         best = np.argpartition(-sims, take - 1)[:take]
@@ -209,10 +253,49 @@ class _ScopeIndex:
             if np.isfinite(sims[i])
         ]
 
-    def forget(self, rowid: int) -> None:
-        at = self.position.get(rowid)
-        if at is not None:
-            self.alive[at] = False
+    def _prefilter(self, query: Any, start: int) -> Any:
+        """Positions (relative to ``start``) of the ``PREFILTER`` live rows nearest in Hamming
+        distance, plus the ties at the cut; sorted (a deterministic rescoring order)."""
+        import numpy as np
+
+        stop = self.size
+        code = _packed((query > self.centre)[None, :])[0]
+        words = self.codes[:, start:stop]
+        distance = np.zeros(stop - start, dtype=np.uint16)
+        scratch = np.empty(stop - start, dtype=np.uint64)
+        counts = np.empty(stop - start, dtype=np.uint8)
+        for j in range(len(code)):
+            np.bitwise_xor(words[j], code[j], out=scratch)
+            np.bitwise_count(scratch, out=counts)
+            distance += counts
+        far = self.dimension + 1
+        if self.dead:
+            distance[~self.alive[start:stop]] = far
+        histogram = np.bincount(distance, minlength=far + 1)
+        cut = int(np.searchsorted(np.cumsum(histogram), min(PREFILTER, stop - start)))
+        return np.flatnonzero(distance <= min(cut, far - 1))
+
+    def forget(self, rowids: Sequence[int]) -> None:
+        import numpy as np
+
+        if not self.size or not rowids:
+            return
+        found = np.isin(self.rowids[: self.size], np.asarray(rowids, dtype=np.int64))
+        found &= self.alive[: self.size]
+        self.alive[: self.size][found] = False
+        self.dead += int(found.sum())
+
+
+def _packed(bits: Any) -> Any:
+    """Rows of booleans → rows of uint64 words (big-endian bit order within each byte, the
+    same for the query and the rows, which is all a Hamming distance needs)."""
+    import numpy as np
+
+    packed = np.packbits(bits, axis=1)
+    pad = (-packed.shape[1]) % 8
+    if pad:
+        packed = np.pad(packed, ((0, 0), (0, pad)))
+    return np.ascontiguousarray(packed).view(np.uint64)
 
 
 def _grown(old: Any, shape: tuple[int, ...], dtype: Any, used: int) -> Any:
@@ -237,6 +320,7 @@ _SQLITE_TABLE = (
 _SQLITE_SCOPE_INDEX = (
     "CREATE INDEX IF NOT EXISTS ix_memory_vectors_scope ON memory_vectors (scope_id, model, seq)"
 )
+_SQLITE_COUNT = "SELECT count(*) FROM memory_vectors WHERE scope_id = ? AND model = ?"
 _SQLITE_TAIL = (
     "SELECT seq, version_id, scale, vector FROM memory_vectors"
     " WHERE scope_id = ? AND model = ? AND seq > ? ORDER BY seq"
@@ -284,26 +368,66 @@ class _SqliteVectors:
         model: str,
         query: npt.NDArray[np.float32],
         k: int,
+        prior: Prior | None = None,
     ) -> list[VectorHit]:
+        """The ``k`` nearest rows. With ``prior`` (:meth:`search_loaded` on the query thread),
+        only the rows appended since it ran are scored here (exactly, when they are few) and
+        merged with its hits: usually none, so the caller's share is the tail read."""
         import numpy as np
 
         index = self._index(scope_id, model, len(query))
         with index.lock:
             # Top up with the rows committed since the last search. This runs in the caller's
             # snapshot, so rows it cannot see yet are picked up by a later search.
-            tail = (
-                sqlite_driver(conn)
-                .execute(_SQLITE_TAIL, (scope_id, model, index.last_seq))
-                .fetchall()
-            )
-            if tail:
+            # In chunks: the first load is every row of the scope, and 100k rows as one list
+            # of tuples would cost ≈ 150 MiB of transient (and fragmented) memory.
+            driver = sqlite_driver(conn)
+            if not index.last_seq:  # the first load: size the buffers once
+                (rows,) = driver.execute(_SQLITE_COUNT, (scope_id, model)).fetchone()
+                index.reserve(int(rows))
+            cursor = driver.execute(_SQLITE_TAIL, (scope_id, model, index.last_seq))
+            loaded = 0
+            while tail := cursor.fetchmany(_TAIL_CHUNK):
+                loaded += len(tail)
                 width = len(query)
                 blob = b"".join(row[3] for row in tail)
                 q = np.frombuffer(blob, dtype=np.int8).reshape(len(tail), width)
                 scale = np.array([row[2] for row in tail], dtype=np.float32)
                 index.append([row[1] for row in tail], q, scale)
                 index.last_seq = tail[-1][0]
-            return index.nearest(query, k)
+            if loaded > EXACT_MAX:
+                # A large load read every vector page through this connection's page cache
+                # (the prompt connection's is 64 MiB): give those pages back, they are in the
+                # index now. Its search pages refill as prompts read them.
+                driver.execute("PRAGMA shrink_memory")
+            if (
+                prior is None
+                or prior.source is not index
+                or not 0 < prior.covered <= index.size
+                or index.size - prior.covered > EXACT_MAX
+            ):
+                return index.nearest(query, k)
+            if prior.covered == index.size:
+                return prior.hits[:k]
+            merged = {h.rowid: h for h in prior.hits}
+            for hit in index.nearest(query, k, start=prior.covered):
+                merged.setdefault(hit.rowid, hit)
+            return sorted(merged.values(), key=lambda h: (-h.similarity, h.rowid))[:k]
+
+    def search_loaded(
+        self, scope_id: str, model: str, query: npt.NDArray[np.float32], k: int
+    ) -> Prior | None:
+        """Search the scope's index as loaded, without the database: no snapshot is needed,
+        so this runs on the query thread while the caller's lexical search runs (SQLite and
+        numpy both release the interpreter lock). ``None`` when the scope is not loaded yet."""
+        with self._lock:
+            index = self._indexes.get((scope_id, model))
+        if index is None or index.dimension != len(query):
+            return None
+        with index.lock:
+            if not index.size:
+                return None
+            return Prior(index.nearest(query, k), index.size, index)
 
     def forget(self, rowids: Sequence[int]) -> None:
         """Mark versions found no longer current: a version row's ``valid_to`` never clears,
@@ -312,8 +436,7 @@ class _SqliteVectors:
             indexes = list(self._indexes.values())
         for index in indexes:
             with index.lock:
-                for rowid in rowids:
-                    index.forget(rowid)
+                index.forget(rowids)
 
     def pending(self, conn: Connection, model: str, after: int, limit: int) -> list[PendingVersion]:
         rows = conn.execute(
@@ -394,7 +517,9 @@ class _OceanBaseVectors:
         model: str,
         query: npt.NDArray[np.float32],
         k: int,
+        prior: Prior | None = None,
     ) -> list[VectorHit]:
+        del prior  # the server searches in the caller's snapshot
         found = conn.execute(
             text(
                 f"SELECT version_id, cosine_distance(embedding, :q) AS d FROM {self._table}"
@@ -406,6 +531,11 @@ class _OceanBaseVectors:
         hits = [VectorHit(int(rowid), 1.0 - float(d)) for rowid, d in found]
         hits.sort(key=lambda h: (-h.similarity, h.rowid))
         return hits
+
+    def search_loaded(
+        self, scope_id: str, model: str, query: npt.NDArray[np.float32], k: int
+    ) -> Prior | None:
+        return None  # the index is the server's: searched in the caller's snapshot
 
     def forget(self, rowids: Sequence[int]) -> None:
         return None  # the server's index is authoritative; the worker prunes
