@@ -108,8 +108,11 @@ class Runtime:
         self.db.create_schema()
         if self.semantic is not None:
             self.semantic.create_schema()
+        damaged = self.db.repair_search_indexes()
+        for name in damaged:
+            _log.warning("search_index_damaged", extra={"operation": name})
         for name, service in self._indexed():
-            if not service.index_is_consistent():
+            if name in damaged or not service.index_is_consistent():
                 count = service.reindex()
                 _log.info("search_index_rebuilt", extra={"operation": name, "count": count})
         if not self.memory.facets_are_consistent():  # e.g. the first start after an upgrade

@@ -92,7 +92,8 @@ class _Fault(enum.Enum):
     READ_ONLY = "read_only"
     CANNOT_OPEN = "cannot_open"  # SQLite: the file, or the WAL files beside it
     FULL = "full"
-    BROKEN = "broken"  # an I/O error, a corrupt file, a server gone: anything else
+    DAMAGED = "damaged"  # SQLite: a corrupt page or a corrupt full-text index
+    BROKEN = "broken"  # an I/O error, a server gone: anything else
 
     @property
     def message(self) -> str:
@@ -113,6 +114,10 @@ _MESSAGES = {
         " (SQLite keeps -wal and -shm files beside it) and that its disk is mounted read-write"
     ),
     _Fault.FULL: "the database is full: no space is left on its disk",
+    _Fault.DAMAGED: (
+        "the database file is damaged: restart the runtime, which rebuilds a damaged search"
+        " index, or restore a backup (powercontext backup)"
+    ),
     _Fault.BROKEN: "the database is unavailable",
 }
 # Failures of concurrency, not of storage: they say nothing about the connection or the file.
@@ -131,6 +136,7 @@ _SQLITE_FAULTS = {  # by primary result code
     5: _Fault.BUSY,  # SQLITE_BUSY
     6: _Fault.BUSY,  # SQLITE_LOCKED
     8: _Fault.READ_ONLY,  # SQLITE_READONLY, and the file moved, cannot lock, recovery…
+    11: _Fault.DAMAGED,  # SQLITE_CORRUPT, and FTS5's SQLITE_CORRUPT_VTAB
     13: _Fault.FULL,  # SQLITE_FULL
     14: _Fault.CANNOT_OPEN,  # SQLITE_CANTOPEN
 }
@@ -289,6 +295,23 @@ class Database:
     def ping(self) -> None:
         with self._guard(), self._connect(self.engine) as conn:
             conn.execute(text("SELECT 1"))
+
+    def repair_search_indexes(self) -> list[fulltext.IndexedFamily]:
+        """Empty every full-text index whose structure is damaged; the families emptied, which
+        the caller rebuilds from the version rows. Run at start-up: a damaged FTS5 index fails
+        every write and search of its family until it is rebuilt."""
+
+        def work(conn: Connection, family: fulltext.IndexedFamily) -> bool:
+            if not self.fulltext.damaged(conn, family):
+                return False
+            self.fulltext.reset(conn, family)
+            return True
+
+        return [
+            family
+            for family in fulltext.INDEXED_FAMILIES
+            if self.write(lambda conn, family=family: work(conn, family))
+        ]
 
     def compact_search_index(self, max_steps: int = 200) -> int:
         """Merge the full-text index's segments, one short write transaction per step, so
