@@ -650,6 +650,16 @@ def replace_section(name: str, body: str, path: Path = RESULTS_PATH) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+def publish(report: dict[str, Any], markdown: str, section: str | None, *, as_json: bool) -> None:
+    """What every bench does with its result: its block of bench/RESULTS.md rewritten (when
+    ``section`` is given: ``--write-results``), then the report on stdout, as JSON for
+    ``run_all.py`` (``--json``) or as the same markdown."""
+    if section is not None:
+        replace_section(section, markdown)
+        log(f"  bench/RESULTS.md updated (section {section})")
+    print(json.dumps(report, indent=2, ensure_ascii=False) if as_json else markdown)
+
+
 def process_memory_kib(pid: int) -> dict[str, int]:
     """``VmRSS`` (resident now) and ``VmHWM`` (peak resident) of a local process, in KiB.
 

@@ -13,7 +13,6 @@ pending event (same bytes rebuilt from the receipt) is timed separately.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
@@ -29,7 +28,7 @@ from _common import (
     machine_facts,
     markdown_table,
     open_target,
-    replace_section,
+    publish,
     summarize_ms,
 )
 
@@ -166,9 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         log(f"bootstrap_latency failed: {exc}")
         return 1
-    if args.write_results:
-        replace_section(SECTION, render_markdown(report))
-    print(json.dumps(report, indent=2) if args.json else render_markdown(report))
+    section = SECTION if args.write_results else None
+    publish(report, render_markdown(report), section, as_json=args.json)
     return 0
 
 

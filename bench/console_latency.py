@@ -49,7 +49,7 @@ from _common import (
     log,
     machine_facts,
     markdown_table,
-    replace_section,
+    publish,
     summarize_ms,
     system_busy_cpu_seconds,
     tree_cpu_seconds,
@@ -566,9 +566,8 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         log(f"console_latency failed: {exc}")
         return 1
-    if args.write_results and not args.smoke:
-        replace_section(SECTION, render_markdown(report))
-    print(json.dumps(report, indent=2) if args.json else render_markdown(report))
+    section = SECTION if args.write_results and not args.smoke else None
+    publish(report, render_markdown(report), section, as_json=args.json)
     return 0
 
 

@@ -100,7 +100,7 @@ from _common import (
     percentile,
     process_cpu_seconds,
     process_memory_kib,
-    replace_section,
+    publish,
     summarize_ms,
     system_busy_cpu_seconds,
 )
@@ -1293,13 +1293,8 @@ def main(argv: list[str] | None = None) -> int:
             if proc.get("problems"):
                 log(f"  {key}: {proc['runs'] - proc['valid']} invalid runs, e.g. "
                     f"{proc['problems'][0]}")  # fmt: skip
-    if args.write_results and valid:
-        replace_section(SECTION, render_markdown(report))
-        log(f"  bench/RESULTS.md updated (section {SECTION})")
-    if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
-    else:
-        print(render_markdown(report))
+    section = SECTION if args.write_results and valid else None
+    publish(report, render_markdown(report), section, as_json=args.json)
     return 0 if valid else 1
 
 

@@ -44,7 +44,7 @@ from _common import (
     log,
     machine_facts,
     markdown_table,
-    replace_section,
+    publish,
     write_memory_export,
 )
 
@@ -369,10 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"portability failed: {exc}")
         return 1
     report["markdown"] = render_markdown(report)
-    if args.write_results:
-        replace_section(SECTION, report["markdown"])
-        log("  bench/RESULTS.md updated (section portability)")
-    print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else report["markdown"])
+    section = SECTION if args.write_results else None
+    publish(report, report["markdown"], section, as_json=args.json)
     return 0
 
 

@@ -66,7 +66,7 @@ from _common import (
     machine_facts,
     markdown_table,
     open_target,
-    replace_section,
+    publish,
     settle,
     summarize_ms,
     tree_cpu_seconds,
@@ -1076,14 +1076,8 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         log(f"prepare_latency failed: {exc}")
         return 1
-    if args.write_results:
-        section = section_name(report)
-        replace_section(section, render_markdown(report))
-        log(f"  bench/RESULTS.md updated (section {section})")
-    if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
-    else:
-        print(render_markdown(report))
+    section = section_name(report) if args.write_results else None
+    publish(report, render_markdown(report), section, as_json=args.json)
     return 0
 
 

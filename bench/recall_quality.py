@@ -73,8 +73,8 @@ from _common import (
     machine_facts,
     markdown_table,
     open_target,
+    publish,
     remember,
-    replace_section,
     summarize_ms,
     wait_embedded,
 )
@@ -679,15 +679,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.verbose:
         log(render_misses(report, data))
-    if args.write_results:
-        # The semantic channel's run keeps a section of its own beside the lexical one.
-        section = SECTION if args.embeddings == "off" else f"{SECTION}-{args.embeddings}"
-        replace_section(section, render_markdown(report))
-        log("  bench/RESULTS.md updated")
-    if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
-    else:
-        print(render_markdown(report))
+    # The semantic channel's run keeps a section of its own beside the lexical one.
+    section = SECTION if args.embeddings == "off" else f"{SECTION}-{args.embeddings}"
+    publish(
+        report, render_markdown(report), section if args.write_results else None, as_json=args.json
+    )
     return 0
 
 

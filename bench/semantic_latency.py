@@ -23,7 +23,6 @@ Build the data dir first: ``python bench/prepare_latency.py --embeddings local -
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -39,7 +38,7 @@ from _common import (
     machine_facts,
     markdown_table,
     process_memory_kib,
-    replace_section,
+    publish,
     summarize_ms,
 )
 from prepare_latency import KINDS, VOCAB_ENTRIES, Prompt, make_prompts
@@ -295,13 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         log(f"semantic_latency failed: {exc}")
         return 1
-    if args.write_results:
-        replace_section(SECTION, render_markdown(report))
-        log(f"  bench/RESULTS.md updated (section {SECTION})")
-    if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
-    else:
-        print(render_markdown(report))
+    publish(
+        report, render_markdown(report), SECTION if args.write_results else None, as_json=args.json
+    )
     return 0
 
 

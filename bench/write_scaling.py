@@ -22,7 +22,6 @@ enforced through the exit code: the exit code says whether the measurement itsel
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -44,8 +43,8 @@ from _common import (
     markdown_table,
     open_target,
     other_cores,
+    publish,
     remember,
-    replace_section,
     settle,
     summarize_ms,
 )
@@ -394,15 +393,12 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         log(f"write_scaling failed: {exc}")
         return 1
-    if args.write_results:
-        # One block per backend: an OceanBase run (P6) must not overwrite the SQLite one (P4).
-        on_oceanbase = (args.database_url or "").startswith("mysql")
-        replace_section(SECTION + ("-oceanbase" if on_oceanbase else ""), render_markdown(report))
-        log("  bench/RESULTS.md updated")
-    if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
-    else:
-        print(render_markdown(report))
+    # One block per backend: an OceanBase run (P6) must not overwrite the SQLite one (P4).
+    on_oceanbase = (args.database_url or "").startswith("mysql")
+    section = SECTION + ("-oceanbase" if on_oceanbase else "")
+    publish(
+        report, render_markdown(report), section if args.write_results else None, as_json=args.json
+    )
     return 0
 
 
