@@ -73,5 +73,5 @@ def test_the_daemon_log_names_console_paths_but_never_a_token_or_cookie(
     log = workers_daemon.log_text()
     assert '"path": "/ui/login"' in log or '"path":"/ui/login"' in log
     assert '"path": "/ui/app.js"' in log or '"path":"/ui/app.js"' in log
-    for secret in (workers_daemon.token, workers_daemon.token.split("_")[-1], cookie, csrf):
+    for secret in (workers_daemon.token, workers_daemon.token.split("_", 2)[2], cookie, csrf):
         assert secret not in log
