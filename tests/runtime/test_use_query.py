@@ -210,7 +210,10 @@ def test_a_small_cache_evicts_and_refills_without_changing_an_answer(
     assert forward.nbytes == 256 * 3328 * 2  # float16 rows
     assert forward.misses > 256  # it evicted and computed again
     again = forward.encode(ids[0])
-    np.testing.assert_array_equal(first, again)  # same arithmetic, same rows
+    # Same rows, same arithmetic up to the BLAS kernel: OpenBLAS may pick another kernel for
+    # differently aligned buffers, which reorders a sum (seen in CI: 3e-7 apart).
+    np.testing.assert_allclose(first, again, rtol=0, atol=1e-6)
+    assert _cosine(first, again) >= 0.9999999
     assert _cosine(first, _stock_of_ids(stock, ids[0])) >= 0.99999
 
 
