@@ -24,9 +24,11 @@ Loaded lazily on the first call, once per process, and only when the channel is 
 
 from __future__ import annotations
 
+import mmap
 import os
 import threading
 from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import EmbeddingUnavailableError, normalise_rows
@@ -115,6 +117,7 @@ class LocalUSEEmbedder:
         max_chars: int = MAX_CHARS,
         query_tokens: int = QUERY_TOKENS,
         token_cache: int = TOKEN_CACHE,
+        table_dir: Path | None = None,
     ) -> None:
         try:
             version = metadata.version(PACKAGE)
@@ -129,6 +132,9 @@ class LocalUSEEmbedder:
         self._max_chars = max_chars
         self._query_tokens = query_tokens
         self._token_cache = token_cache
+        self._table_dir = table_dir
+        self._table_file = f"use-m3-table-{version}.u8"
+        self._table_map: mmap.mmap | None = None
         self._backend: Any = None
         self._tokenizer: _Tokenizer | None = None
         self._query: QueryForward | None = None
@@ -163,6 +169,8 @@ class LocalUSEEmbedder:
                     raise EmbeddingUnavailableError(
                         f"the local embedding model could not be loaded ({type(exc).__name__})"
                     ) from None
+                if self._table_dir is not None:
+                    self._table_map = _map_table(backend, self._table_dir / self._table_file)
                 self._tokenizer, self._backend = tokenizer, backend
             assert self._tokenizer is not None
             return self._backend, self._tokenizer
@@ -174,6 +182,7 @@ class LocalUSEEmbedder:
 
             prefill = tokenizer.top_pieces(self._token_cache // 2)
             self._query = QueryForward(backend, self._token_cache, prefill=prefill)
+            self._release_table()  # the pre-fill read thousands of rows
         return self._query, tokenizer
 
     def embed(self, texts: list[str], *, timeout: float | None = None) -> npt.NDArray[np.float32]:
@@ -191,6 +200,8 @@ class LocalUSEEmbedder:
                 raise EmbeddingUnavailableError(
                     f"the local embedding model failed ({type(exc).__name__})"
                 ) from None
+            finally:
+                self._release_table()
         return normalise_rows(vectors, self.dimension)
 
     def query_ids(self, text: str) -> list[int]:
@@ -205,15 +216,74 @@ class LocalUSEEmbedder:
         ids = self.query_ids(text)
         with self._one:
             forward, _ = self._query_pass()
+            misses = forward.misses
             try:
                 vector = forward.encode(ids)
             except Exception as exc:  # never the text
                 raise EmbeddingUnavailableError(
                     f"the local embedding model failed ({type(exc).__name__})"
                 ) from None
+            finally:
+                if forward.misses != misses:  # it read table rows: rare once warm
+                    self._release_table()
         return normalise_rows(vector, self.dimension)[0]
+
+    @property
+    def table_mapped(self) -> bool:
+        """Whether the embedding table is a file mapping (see :func:`_map_table`)."""
+        return self._table_map is not None
+
+    def _release_table(self) -> None:
+        """Drop the table pages a pass touched from this process's resident set.
+
+        A backfill reads rows of most of the vocabulary, and the kernel maps a fault's
+        neighbours too (up to 64 KiB around each row read), so without this most of the table
+        would soon be resident again. Called after a backfill batch, the query pass's pre-fill
+        and a query that computed a token row (rare once the token cache is warm). The pages
+        stay in the OS page cache (the file is unchanged), so the next pass maps them back
+        with minor faults, no disk read. Safe while a query reads the table: a dropped page
+        of a read-only file mapping is read again from the file."""
+        if self._table_map is not None and hasattr(self._table_map, "madvise"):
+            self._table_map.madvise(mmap.MADV_DONTNEED)
 
     @property
     def token_cache(self) -> QueryForward | None:
         """The query pass once built (its ``cached`` / ``misses`` / ``nbytes``: the bench)."""
         return self._query
+
+
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)  # like every file of the home
+
+
+def _map_table(backend: Any, path: Path) -> mmap.mmap | None:
+    """Swap the backend's uint8 embedding table (128k pieces × 512 = 62.5 MiB, decompressed
+    from the wheel's npz at every load) for a read-only mapping of the same bytes in a file.
+
+    Why: the table is the largest part of the model's memory, and a prompt reads a few rows of
+    it (the query pass caches per-token rows), so as a mapping only the rows in use are
+    resident. The file is written once per package version under the runtime's home (atomic
+    rename, so a crash leaves no partial file; a file of the wrong size is written again).
+    When it cannot be written or mapped, the table stays in memory: slower to nobody, only
+    larger. Returns the mapping, or None when the table stayed in memory."""
+    import numpy as np
+
+    table = backend.table
+    try:
+        if not path.is_file() or path.stat().st_size != table.nbytes:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            try:
+                with open(partial, "wb", opener=_private) as out:
+                    out.write(memoryview(np.ascontiguousarray(table)).cast("B"))
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(partial, path)
+            finally:
+                partial.unlink(missing_ok=True)
+        with open(path, "rb") as source:
+            mapping = mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    backend.table = np.frombuffer(mapping, dtype=np.uint8).reshape(table.shape)
+    return mapping

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from sqlalchemy import Connection, text
 
+from ._heap import release_free_heap
 from ._sqlite import sqlite_driver
 
 if TYPE_CHECKING:
@@ -400,6 +401,7 @@ class _SqliteVectors:
                 # (the prompt connection's is 64 MiB): give those pages back, they are in the
                 # index now. Its search pages refill as prompts read them.
                 driver.execute("PRAGMA shrink_memory")
+                release_free_heap()
             if (
                 prior is None
                 or prior.source is not index
