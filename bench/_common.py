@@ -392,28 +392,69 @@ def open_target(
         yield target if token is None else dataclasses.replace(target, token=token)
 
 
-def wait_embedded(target: Target, timeout: float = 900) -> int:
-    """Wait until the self-started SQLite daemon's embedding worker has a vector for every
-    current, active entry version; the count. The runtime has no API for its queue, so this
-    reads the database file read-only: a bench measuring hybrid recall must not start before
-    the backfill is done (the worker embeds ≈ 150 entries/s on one core)."""
+def wait_embedded(target: Target, timeout: float = 900, database_url: str | None = None) -> int:
+    """Wait until the self-started daemon's embedding worker has a vector for every current,
+    active entry version; the count. The runtime has no API for its queue, so this reads its
+    database: the SQLite file read-only, or the OceanBase/seekdb ``database_url`` the daemon
+    was started on (its ``memory_vectors_d512``). A bench measuring hybrid recall must not
+    start before the backfill is done (the worker embeds ≈ 150 entries/s on one core)."""
+    if database_url:
+        return _wait_embedded_oceanbase(database_url, timeout)
     if target.home is None:
-        raise BenchError("waiting for embeddings needs a self-started SQLite daemon")
+        raise BenchError("waiting for embeddings needs a self-started daemon")
     uri = f"file:{target.home / 'powercontext.db'}?mode=ro"
     deadline = time.monotonic() + timeout
     while True:
         with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as db:
-            (pending,) = db.execute(
-                "SELECT count(*) FROM memory_versions v WHERE v.valid_to IS NULL"
-                " AND v.state = 'active' AND NOT EXISTS"
-                " (SELECT 1 FROM memory_vectors x WHERE x.version_id = v.id)"
-            ).fetchone()
+            (pending,) = db.execute(_PENDING_SQL.format(table="memory_vectors")).fetchone()
             (done,) = db.execute("SELECT count(DISTINCT version_id) FROM memory_vectors").fetchone()
         if pending == 0:
             return int(done)
         if time.monotonic() > deadline:
             raise BenchError(f"{pending} entry versions still without a vector after {timeout} s")
         time.sleep(0.2)  # polling the worker's progress, not synchronising on time
+
+
+_PENDING_SQL = (
+    "SELECT count(*) FROM memory_versions v WHERE v.valid_to IS NULL"
+    " AND v.state = 'active' AND NOT EXISTS"
+    " (SELECT 1 FROM {table} x WHERE x.version_id = v.id)"
+)
+OCEANBASE_VECTOR_TABLE = "memory_vectors_d512"  # the local model's 512 dimensions
+
+
+def _wait_embedded_oceanbase(database_url: str, timeout: float) -> int:
+    """:func:`wait_embedded` on OceanBase: the same anti-join over SQL, polled every 2 s (each
+    count scans the versions, and the server is busy inserting into the HNSW index)."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(database_url, pool_pre_ping=True)
+    deadline = time.monotonic() + timeout
+    last_log = 0.0
+    try:
+        while True:
+            with engine.connect() as conn:
+                table = OCEANBASE_VECTOR_TABLE
+                exists = conn.exec_driver_sql(f"SHOW TABLES LIKE '{table}'").first()
+                pending = done = None
+                if exists is not None:
+                    pending = conn.exec_driver_sql(_PENDING_SQL.format(table=table)).scalar_one()
+                    done = conn.exec_driver_sql(
+                        f"SELECT count(DISTINCT version_id) FROM {table}"
+                    ).scalar_one()
+            if pending == 0:
+                return int(done or 0)
+            if time.monotonic() > deadline:
+                raise BenchError(
+                    f"{pending} entry versions still without a vector after {timeout} s"
+                )
+            if time.monotonic() - last_log > 60:
+                last_log = time.monotonic()
+                log(f"  embedding: {done or 0:,} vectors, {pending if pending is not None else '?'}"
+                    " versions pending")  # fmt: skip
+            time.sleep(2.0)  # polling the worker's progress, not synchronising on time
+    finally:
+        engine.dispose()
 
 
 # -- writing memories ---------------------------------------------------------------------------

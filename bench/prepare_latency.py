@@ -10,11 +10,12 @@ spec 08 budgets it end to end over HTTP, SQLite unless stated, N = active entrie
 
 With ``--embeddings local`` the self-started daemon runs the semantic channel (issue 17: the
 same P2 budgets with hybrid search, the query embedding included, and RSS ≤ 300 MiB with the
-model loaded). After each load the bench waits until the daemon's worker has embedded every
-entry (≈ 11 min per 100k on one core), so build a data dir once with ``--data-dir`` and
-``--bulk-load`` and measure it again later with the same options: vectors are derived rows
-in that database and are reused. The report counts the search each prepare ran (the
-``X-PowerContext-Search-Mode`` header), so a fallback to fts cannot pass for a fast hybrid.
+model loaded; with ``--database-url`` on seekdb, P6 with hybrid search). After each load
+the bench waits until the daemon's worker has embedded every entry (≈ 11 min per 100k on one
+core), so build a data dir once with ``--data-dir`` and ``--bulk-load`` and measure it again
+later with the same options: vectors are derived rows in that database and are reused. The
+report counts the search each prepare ran (the ``X-PowerContext-Search-Mode`` header), so a
+fallback to fts cannot pass for a fast hybrid.
 
 Method: one scope grown through the sizes in ascending order (loaded over HTTP by the shared
 seeded loader; with ``--bulk-load``, each size's own scope holding the first N entries,
@@ -643,8 +644,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--write-results with --smoke would overwrite real numbers with smoke numbers")
     if args.bulk_load and args.url:
         p.error("--bulk-load writes into a self-started daemon's database (no --url)")
-    if args.embeddings != "off" and (args.url or args.database_url):
-        p.error("--embeddings applies to a self-started SQLite daemon (no --url/--database-url)")
+    if args.embeddings != "off" and args.url:
+        p.error("--embeddings applies to a self-started daemon (no --url)")
     return args
 
 
@@ -737,11 +738,12 @@ def _bulk_load(args: argparse.Namespace, target: Target, scope_id: str, n: int) 
     }
 
 
-def _embedded(target: Target) -> dict[str, Any]:
+def _embedded(target: Target, database_url: str | None) -> dict[str, Any]:
     """Wait for the daemon's worker to embed every entry (vectors an earlier run with the same
-    data dir stored are kept), then for quiet: the backfill is setup, not measurement."""
+    data dir or database stored are kept), then for quiet: the backfill is setup, not
+    measurement (on seekdb it includes the HNSW inserts)."""
     started = time.perf_counter()
-    vectors = wait_embedded(target, EMBED_TIMEOUT_SECONDS)
+    vectors = wait_embedded(target, EMBED_TIMEOUT_SECONDS, database_url)
     seconds = time.perf_counter() - started
     log(f"  embedded: {vectors:,} vectors, waited {seconds:.1f} s for the worker")
     settle(target.pid, BULK_SETTLE_SECONDS)
@@ -785,7 +787,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             else:
                 load = _http_load(args, target, scope_id, generator.take(n - loaded), loaded, n)
             if args.embeddings != "off":
-                load.update(_embedded(target))
+                load.update(_embedded(target, args.database_url))
             loaded = n
             kinds = [
                 time_sequential(target, sized_scope, prompts.short, prompts.warm_short),
@@ -797,6 +799,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 lat = k.latency_ms
                 log(f"  N={n:,} {k.kind:5}: p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms, "
                     f"p99 {lat['p99']:.2f} ms; ready {k.ready}/{k.samples}")  # fmt: skip
+                if args.embeddings != "off" and k.modes.get("hybrid", 0) != k.samples:
+                    log(f"  N={n:,} {k.kind}: not every timed prepare ran hybrid: {k.modes}")
 
         mixed = [p for pair in zip(prompts.short, prompts.long, strict=True) for p in pair]
         bodies = [encode_request(sized_scope, p) for p in mixed]
