@@ -202,8 +202,12 @@ def test_the_connection_budget_stays_inside_the_descriptor_limit() -> None:
 class _Connection:
     """Stands in for a protocol in the budget: eviction closes it (releases it)."""
 
-    def __init__(self, budget: _Budget, name: str) -> None:
+    def __init__(self, budget: _Budget, name: str, *, pending: bool = False) -> None:
         self.budget, self.name, self.evicted = budget, name, ""
+        self.pending = pending  # its request is in the kernel buffer, not read yet
+
+    def input_pending(self) -> bool:
+        return self.pending
 
     def evict(self, code: str) -> None:
         self.evicted = code
@@ -238,6 +242,22 @@ def test_at_capacity_the_oldest_waiting_connection_that_spoke_goes_first() -> No
     refused = _Connection(budget, "refused")
     assert not budget.admit(refused, 5.0)  # type: ignore[arg-type]
     assert not busy.evicted and refused not in budget.open
+
+
+def test_a_silent_connection_whose_request_already_arrived_is_not_closed() -> None:
+    """A loaded loop can accept a burst before it reads a real client's request: the real
+    one is then the oldest *silent* connection, but its bytes wait in the kernel (CI saw a
+    real request closed so, under a flood of 300 slow connections)."""
+    budget = _Budget(_limits(max_connections=3, max_pending=100))
+    real = _Connection(budget, "real", pending=True)
+    flood = [_Connection(budget, f"slow{n}") for n in range(2)]
+    for n, connection in enumerate((real, *flood)):
+        assert budget.admit(connection, float(n))  # type: ignore[arg-type]
+    assert budget.admit(_Connection(budget, "new"), 3.0)  # type: ignore[arg-type]
+    assert not real.evicted and flood[0].evicted == "evicted_at_capacity"
+    real.pending = False  # read, and still silent: an attacker's empty connection now
+    assert budget.admit(_Connection(budget, "next"), 4.0)  # type: ignore[arg-type]
+    assert real.evicted == "evicted_at_capacity"
 
 
 def test_too_many_waiting_connections_shed_the_old_ones_after_a_grace() -> None:

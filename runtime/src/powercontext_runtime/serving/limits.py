@@ -27,9 +27,10 @@ per connection and per process (each worker counts its own):
   whatever its age, and only when every connection is busy is the new one refused (``503``).
   Connections that have sent something go before silent ones, so a real client accepted in the
   same event-loop turn as a burst of attackers (its request in the kernel buffer, not read
-  yet) is not the one chosen. Slow or idle connections therefore give way to new ones, while
-  a real request — which arrives whole within milliseconds — is never the oldest waiting
-  connection for long.
+  yet) is not the one chosen; nor is a silent one whose bytes already wait in the kernel (a
+  peek), which a loaded loop may read only after accepting a whole burst. Slow or idle
+  connections therefore give way to new ones, while a real request — which arrives whole
+  within milliseconds — is never the oldest waiting connection for long.
 * **pipelining** — at most :data:`MAX_PIPELINED` requests queued behind the one being
   answered; more closes the connection (one read could otherwise queue thousands).
 * **local peers** — on Linux a unix-socket peer whose uid is not the daemon's is closed at once
@@ -180,10 +181,15 @@ class _Budget:
     def _oldest(
         self, besides: GuardedHttpToolsProtocol
     ) -> tuple[GuardedHttpToolsProtocol, float] | None:
-        for queue in (self.waiting, self.silent):
-            for connection, since in queue.items():
-                if connection is not besides:
-                    return connection, since
+        for connection, since in self.waiting.items():
+            if connection is not besides:
+                return connection, since
+        for connection, since in self.silent.items():
+            # A silent connection whose request already waits in the kernel is a real client
+            # the loop has not read yet (on a loaded machine a burst of accepts can come
+            # first); it is not silent, so it is not the one closed.
+            if connection is not besides and not connection.input_pending():
+                return connection, since
         return None
 
     def heard_from(self, connection: GuardedHttpToolsProtocol) -> None:
@@ -289,6 +295,20 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._forget()
         super().connection_lost(exc)
+
+    def input_pending(self) -> bool:
+        """Whether the peer's bytes wait in the kernel, not read yet (a peek on a duplicate
+        of the descriptor: the transport's socket object does not offer ``recv``)."""
+        sock = self.transport.get_extra_info("socket") if self.transport else None
+        fd = sock.fileno() if sock is not None else -1
+        if fd < 0:
+            return False
+        try:
+            with socket.socket(fileno=os.dup(fd)) as peek:
+                peek.setblocking(False)  # shared with the original, which the loop set so
+                return bool(peek.recv(1, socket.MSG_PEEK))
+        except OSError:  # nothing waiting (EAGAIN), or the peer is gone
+            return False
 
     def evict(self, code: str) -> None:
         """Close this waiting connection to make room for another (called by its budget)."""
