@@ -206,7 +206,7 @@ class _Connection:
         self.budget, self.name, self.evicted = budget, name, ""
         self.pending = pending  # its request is in the kernel buffer, not read yet
 
-    def input_pending(self) -> bool:
+    def head_arrived(self) -> bool:
         return self.pending
 
     def evict(self, code: str) -> None:
@@ -258,6 +258,16 @@ def test_a_silent_connection_whose_request_already_arrived_is_not_closed() -> No
     real.pending = False  # read, and still silent: an attacker's empty connection now
     assert budget.admit(_Connection(budget, "next"), 4.0)  # type: ignore[arg-type]
     assert real.evicted == "evicted_at_capacity"
+
+
+def test_when_every_silent_connection_has_its_request_the_oldest_still_goes() -> None:
+    """Protecting arrived requests never turns into refusing the newcomer: with nobody else
+    to close, the oldest silent connection goes, as before."""
+    budget = _Budget(_limits(max_connections=2, max_pending=100))
+    first, second = (_Connection(budget, n, pending=True) for n in ("first", "second"))
+    assert budget.admit(first, 0.0) and budget.admit(second, 1.0)  # type: ignore[arg-type]
+    assert budget.admit(_Connection(budget, "new"), 2.0)  # type: ignore[arg-type]
+    assert first.evicted == "evicted_at_capacity" and not second.evicted
 
 
 def test_too_many_waiting_connections_shed_the_old_ones_after_a_grace() -> None:

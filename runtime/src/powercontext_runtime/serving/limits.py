@@ -27,8 +27,8 @@ per connection and per process (each worker counts its own):
   whatever its age, and only when every connection is busy is the new one refused (``503``).
   Connections that have sent something go before silent ones, so a real client accepted in the
   same event-loop turn as a burst of attackers (its request in the kernel buffer, not read
-  yet) is not the one chosen; nor is a silent one whose bytes already wait in the kernel (a
-  peek), which a loaded loop may read only after accepting a whole burst. Slow or idle
+  yet) is not the one chosen; nor is a silent one whose whole request head already waits in
+  the kernel (a peek), which a loaded loop may read only after accepting a whole burst. Slow or idle
   connections therefore give way to new ones, while a real request — which arrives whole
   within milliseconds — is never the oldest waiting connection for long.
 * **pipelining** — at most :data:`MAX_PIPELINED` requests queued behind the one being
@@ -184,13 +184,17 @@ class _Budget:
         for connection, since in self.waiting.items():
             if connection is not besides:
                 return connection, since
+        fallback = None
         for connection, since in self.silent.items():
-            # A silent connection whose request already waits in the kernel is a real client
-            # the loop has not read yet (on a loaded machine a burst of accepts can come
-            # first); it is not silent, so it is not the one closed.
-            if connection is not besides and not connection.input_pending():
+            if connection is besides:
+                continue
+            # A silent connection whose whole request head already waits in the kernel is a
+            # real client the loop has not read yet (on a loaded machine a burst of accepts
+            # can come first): closed only when every other one is such a client too.
+            if not connection.head_arrived():
                 return connection, since
-        return None
+            fallback = fallback or (connection, since)
+        return fallback
 
     def heard_from(self, connection: GuardedHttpToolsProtocol) -> None:
         since = self.silent.pop(connection, None)
@@ -296,9 +300,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._forget()
         super().connection_lost(exc)
 
-    def input_pending(self) -> bool:
-        """Whether the peer's bytes wait in the kernel, not read yet (a peek on a duplicate
-        of the descriptor: the transport's socket object does not offer ``recv``)."""
+    def head_arrived(self) -> bool:
+        """Whether a whole request head from the peer waits in the kernel, not read yet (a
+        peek on a duplicate of the descriptor: the transport's socket object has no
+        ``recv``). A slow client trickling a head never has one waiting."""
         sock = self.transport.get_extra_info("socket") if self.transport else None
         fd = sock.fileno() if sock is not None else -1
         if fd < 0:
@@ -306,9 +311,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         try:
             with socket.socket(fileno=os.dup(fd)) as peek:
                 peek.setblocking(False)  # shared with the original, which the loop set so
-                return bool(peek.recv(1, socket.MSG_PEEK))
+                waiting = peek.recv(self._limits.max_head_bytes, socket.MSG_PEEK)
         except OSError:  # nothing waiting (EAGAIN), or the peer is gone
             return False
+        return b"\r\n\r\n" in waiting
 
     def evict(self, code: str) -> None:
         """Close this waiting connection to make room for another (called by its budget)."""
