@@ -13,7 +13,14 @@ import pytest
 
 from powercontext_runtime.client._common import Endpoint, default_token, default_url
 from powercontext_runtime.local_socket import SocketAddress, max_address_bytes, parse_unix_url
-from powercontext_runtime.serving.limits import ConnectionLimits, _Budget, connection_budget
+from powercontext_runtime.serving.limits import (
+    PEEK_LIMIT,
+    ConnectionLimits,
+    Unread,
+    _Budget,
+    connection_budget,
+    peek_unread,
+)
 from powercontext_runtime.serving.listeners import (
     FD_RESERVE,
     ListenError,
@@ -202,11 +209,13 @@ def test_the_connection_budget_stays_inside_the_descriptor_limit() -> None:
 class _Connection:
     """Stands in for a protocol in the budget: eviction closes it (releases it)."""
 
-    def __init__(self, budget: _Budget, name: str, *, pending: bool = False) -> None:
+    def __init__(self, budget: _Budget, name: str, *, unread: Unread = Unread.PART) -> None:
         self.budget, self.name, self.evicted = budget, name, ""
-        self.pending = pending  # its request is in the kernel buffer, not read yet
+        self.pending = unread  # what waits in the kernel buffer, not read yet
+        self.peeks = 0
 
-    def head_arrived(self) -> bool:
+    def unread(self) -> Unread:
+        self.peeks += 1
         return self.pending
 
     def evict(self, code: str) -> None:
@@ -249,14 +258,32 @@ def test_a_silent_connection_whose_request_already_arrived_is_not_closed() -> No
     one is then the oldest *silent* connection, but its bytes wait in the kernel (CI saw a
     real request closed so, under a flood of 300 slow connections)."""
     budget = _Budget(_limits(max_connections=3, max_pending=100))
-    real = _Connection(budget, "real", pending=True)
+    real = _Connection(budget, "real", unread=Unread.HEAD)
     flood = [_Connection(budget, f"slow{n}") for n in range(2)]
     for n, connection in enumerate((real, *flood)):
         assert budget.admit(connection, float(n))  # type: ignore[arg-type]
     assert budget.admit(_Connection(budget, "new"), 3.0)  # type: ignore[arg-type]
     assert not real.evicted and flood[0].evicted == "evicted_at_capacity"
-    real.pending = False  # read, and still silent: an attacker's empty connection now
+    real.pending = Unread.PART  # read, and still silent: an attacker's empty connection now
     assert budget.admit(_Connection(budget, "next"), 4.0)  # type: ignore[arg-type]
+    assert real.evicted == "evicted_at_capacity"
+
+
+def test_a_trickler_goes_before_a_connection_that_has_sent_nothing_yet() -> None:
+    """A real client descheduled between its connect and its send has nothing in the kernel;
+    a trickler has part of a head there: the trickler goes, even when it is younger (CI saw
+    the real one closed under a flood whose every socket had sent a byte)."""
+    budget = _Budget(_limits(max_connections=3, max_pending=100))
+    real = _Connection(budget, "real", unread=Unread.NOTHING)
+    old, young = (_Connection(budget, n) for n in ("old-trickler", "young-trickler"))
+    for n, connection in enumerate((real, old, young)):
+        assert budget.admit(connection, float(n))  # type: ignore[arg-type]
+    assert budget.admit(_Connection(budget, "new", unread=Unread.HEAD), 3.0)  # type: ignore[arg-type]
+    assert old.evicted and not real.evicted
+    assert budget.admit(_Connection(budget, "next", unread=Unread.HEAD), 4.0)  # type: ignore[arg-type]
+    assert young.evicted and not real.evicted
+    # Then nothing-sent goes before a whole head, whatever the age.
+    assert budget.admit(_Connection(budget, "last"), 5.0)  # type: ignore[arg-type]
     assert real.evicted == "evicted_at_capacity"
 
 
@@ -264,10 +291,41 @@ def test_when_every_silent_connection_has_its_request_the_oldest_still_goes() ->
     """Protecting arrived requests never turns into refusing the newcomer: with nobody else
     to close, the oldest silent connection goes, as before."""
     budget = _Budget(_limits(max_connections=2, max_pending=100))
-    first, second = (_Connection(budget, n, pending=True) for n in ("first", "second"))
+    first, second = (_Connection(budget, n, unread=Unread.HEAD) for n in ("first", "second"))
     assert budget.admit(first, 0.0) and budget.admit(second, 1.0)  # type: ignore[arg-type]
     assert budget.admit(_Connection(budget, "new"), 2.0)  # type: ignore[arg-type]
     assert first.evicted == "evicted_at_capacity" and not second.evicted
+
+
+def test_a_peek_tells_a_whole_head_from_part_of_one_and_from_nothing() -> None:
+    """The real system calls behind :class:`Unread`, on a connected pair of sockets; the peek
+    consumes nothing and leaves the socket as it was."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        ours.setblocking(False)
+        assert peek_unread(ours, 65536) is Unread.NOTHING
+        theirs.sendall(b"GET /v1/capabilities HTTP/1.1\r\nHost: x\r\n")
+        assert peek_unread(ours, 65536) is Unread.PART
+        theirs.sendall(b"\r\n")
+        assert peek_unread(ours, 65536) is Unread.HEAD
+        assert peek_unread(ours, 65536) is Unread.HEAD  # still there: only peeked
+        assert ours.recv(65536).endswith(b"\r\n\r\n") and not ours.getblocking()
+        theirs.close()
+        assert peek_unread(ours, 65536) is Unread.PART  # the peer is gone
+    assert peek_unread(ours, 65536) is Unread.PART  # and so is our descriptor
+
+
+def test_choosing_a_silent_connection_peeks_at_a_bounded_number() -> None:
+    """A flood that sends nothing makes every silent connection look alike: one accept at
+    capacity then peeks at no more than PEEK_LIMIT of them, and closes the oldest."""
+    total = PEEK_LIMIT * 3
+    budget = _Budget(_limits(max_connections=total, max_pending=10 * total))
+    quiet = [_Connection(budget, f"q{n}", unread=Unread.NOTHING) for n in range(total)]
+    for n, connection in enumerate(quiet):
+        assert budget.admit(connection, float(n))  # type: ignore[arg-type]
+    assert budget.admit(_Connection(budget, "new"), float(total))  # type: ignore[arg-type]
+    assert quiet[0].evicted and sum(c.peeks for c in quiet) == PEEK_LIMIT
+    assert not any(c.evicted for c in quiet[1:])
 
 
 def test_too_many_waiting_connections_shed_the_old_ones_after_a_grace() -> None:

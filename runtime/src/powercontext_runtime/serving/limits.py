@@ -25,12 +25,15 @@ per connection and per process (each worker counts its own):
   listener has more than ``max_pending`` waiting connections, the oldest waiting one that has
   waited at least a second is closed; at ``max_connections`` the oldest waiting one is closed
   whatever its age, and only when every connection is busy is the new one refused (``503``).
-  Connections that have sent something go before silent ones, so a real client accepted in the
-  same event-loop turn as a burst of attackers (its request in the kernel buffer, not read
-  yet) is not the one chosen; nor is a silent one whose whole request head already waits in
-  the kernel (a peek), which a loaded loop may read only after accepting a whole burst. Slow or idle
+  Connections that have sent something go before silent ones (accepted, nothing read yet),
+  and among silent ones the loop looks at what waits unread in the kernel (a peek): part of a
+  head first (a trickler: a real client's head arrives in one segment), then nothing (just
+  connected), and a whole head last — a loaded loop may accept a burst of attackers before it
+  reads a real client that connected among them, and a real client descheduled between its
+  connect and its send looks like a fresh connection, not like a trickler. Slow or idle
   connections therefore give way to new ones, while a real request — which arrives whole
-  within milliseconds — is never the oldest waiting connection for long.
+  within milliseconds — is never the oldest waiting connection for long. (An attacker that
+  connects and sends nothing at all is told from a real client only by age.)
 * **pipelining** — at most :data:`MAX_PIPELINED` requests queued behind the one being
   answered; more closes the connection (one read could otherwise queue thousands).
 * **local peers** — on Linux a unix-socket peer whose uid is not the daemon's is closed at once
@@ -54,6 +57,7 @@ import struct
 import sys
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
+from enum import IntEnum
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
@@ -68,10 +72,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_PIPELINED",
+    "PEEK_LIMIT",
     "ConnectionLimits",
     "GuardedHttpToolsProtocol",
     "ServingConfig",
+    "Unread",
     "connection_budget",
+    "peek_unread",
 ]
 
 _log = logging.getLogger("powercontext.serve")
@@ -80,6 +87,9 @@ MAX_PIPELINED = 16
 #: A waiting connection younger than this is not closed to enforce ``max_pending``: a burst of
 #: real clients is accepted in one go before any of their requests is read.
 PENDING_GRACE_SECONDS = 1.0
+#: Silent connections peeked at (oldest first) to choose one to close: bounds the system calls
+#: one accept at capacity costs when a flood sends nothing.
+PEEK_LIMIT = 64
 #: Fewest connections a listener is given, however low the descriptor limit.
 MIN_CONNECTIONS = 8
 _SUMMARY_SECONDS = 10.0
@@ -146,13 +156,22 @@ class ServingConfig(uvicorn.Config):
         self.connection_limits = limits
 
 
+class Unread(IntEnum):
+    """What waits unread in the kernel from a silent connection's peer, in the order silent
+    connections are closed to make room (lowest first)."""
+
+    PART = 0  #: bytes but no whole head, or the peer is gone: a trickler or a dead socket
+    NOTHING = 1  #: nothing yet: just connected (a real client may be about to send)
+    HEAD = 2  #: a whole request head: a real client the loop has not read yet
+
+
 class _Budget:
     """One listener's connections in one process, and which of them are waiting.
 
     Waiting connections are kept oldest first in two queues: *silent* ones (accepted, nothing
-    read from them yet) and the others. Room is made from the others first, so a real
-    client accepted in the same event-loop turn as a burst of attackers — its request is
-    already in the kernel buffer, but not read yet — is not the one closed.
+    read from them yet) and the others. Room is made from the others first, then from silent
+    ones by :class:`Unread` (a real client accepted in the same event-loop turn as a burst of
+    attackers has its whole request in the kernel buffer, not read yet).
     """
 
     def __init__(self, limits: ConnectionLimits) -> None:
@@ -184,17 +203,22 @@ class _Budget:
         for connection, since in self.waiting.items():
             if connection is not besides:
                 return connection, since
-        fallback = None
+        # Silent ones by what their peers sent and the loop has not read yet: the oldest of
+        # the lowest kind (a trickler before a fresh connection before a whole request).
+        best: tuple[Unread, GuardedHttpToolsProtocol, float] | None = None
+        peeked = 0
         for connection, since in self.silent.items():
             if connection is besides:
                 continue
-            # A silent connection whose whole request head already waits in the kernel is a
-            # real client the loop has not read yet (on a loaded machine a burst of accepts
-            # can come first): closed only when every other one is such a client too.
-            if not connection.head_arrived():
+            unread = connection.unread()
+            if unread is Unread.PART:
                 return connection, since
-            fallback = fallback or (connection, since)
-        return fallback
+            if best is None or unread < best[0]:
+                best = (unread, connection, since)
+            peeked += 1
+            if peeked >= PEEK_LIMIT:
+                break
+        return None if best is None else (best[1], best[2])
 
     def heard_from(self, connection: GuardedHttpToolsProtocol) -> None:
         since = self.silent.pop(connection, None)
@@ -300,21 +324,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._forget()
         super().connection_lost(exc)
 
-    def head_arrived(self) -> bool:
-        """Whether a whole request head from the peer waits in the kernel, not read yet (a
-        peek on a duplicate of the descriptor: the transport's socket object has no
-        ``recv``). A slow client trickling a head never has one waiting."""
+    def unread(self) -> Unread:
+        """What the peer sent that the loop has not read yet (see :func:`peek_unread`)."""
         sock = self.transport.get_extra_info("socket") if self.transport else None
-        fd = sock.fileno() if sock is not None else -1
-        if fd < 0:
-            return False
-        try:
-            with socket.socket(fileno=os.dup(fd)) as peek:
-                peek.setblocking(False)  # shared with the original, which the loop set so
-                waiting = peek.recv(self._limits.max_head_bytes, socket.MSG_PEEK)
-        except OSError:  # nothing waiting (EAGAIN), or the peer is gone
-            return False
-        return b"\r\n\r\n" in waiting
+        return peek_unread(sock, self._limits.max_head_bytes)
 
     def evict(self, code: str) -> None:
         """Close this waiting connection to make room for another (called by its budget)."""
@@ -476,6 +489,29 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _cancel(timer: asyncio.TimerHandle | None) -> None:
         if timer is not None:
             timer.cancel()
+
+
+def peek_unread(sock: Any, max_bytes: int) -> Unread:
+    """What waits unread on ``sock`` (a peek on a duplicate of its descriptor: a transport's
+    socket object has no ``recv``), up to ``max_bytes``."""
+    fd = sock.fileno() if sock is not None else -1
+    if fd < 0:
+        return Unread.PART  # closed already
+    try:
+        duplicate = os.dup(fd)
+    except OSError:  # no descriptor left: nothing known, so nothing held against it
+        return Unread.NOTHING
+    try:
+        with socket.socket(fileno=duplicate) as peek:
+            peek.setblocking(False)  # shared with the original, which the loop set so
+            waiting = peek.recv(max_bytes, socket.MSG_PEEK)
+    except BlockingIOError:
+        return Unread.NOTHING
+    except OSError:  # reset by the peer
+        return Unread.PART
+    if b"\r\n\r\n" in waiting:
+        return Unread.HEAD
+    return Unread.PART  # part of a head, or b"": the peer has closed
 
 
 def _peer_is_this_user(sock: Any) -> bool:
