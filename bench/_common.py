@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -455,6 +455,51 @@ def _wait_embedded_oceanbase(database_url: str, timeout: float) -> int:
             time.sleep(2.0)  # polling the worker's progress, not synchronising on time
     finally:
         engine.dispose()
+
+
+@contextlib.contextmanager
+def vector_probe(
+    target: Target, database_url: str | None = None
+) -> Iterator[Callable[[str], bool]]:
+    """``has_vector(entry_version_id)``: whether the self-started daemon's embedding worker
+    has stored that version's vector yet, read from its database as :func:`wait_embedded`
+    reads it (each call sees the latest commit)."""
+    if database_url:
+        import sqlalchemy
+
+        engine = sqlalchemy.create_engine(database_url, pool_pre_ping=True)
+        query = sqlalchemy.text(
+            f"SELECT 1 FROM memory_versions v JOIN {OCEANBASE_VECTOR_TABLE} x"
+            " ON x.version_id = v.id WHERE v.entry_version_id = :version"
+        )
+        try:
+            with engine.connect() as conn:
+
+                def has_vector_oceanbase(version: str) -> bool:
+                    found = conn.execute(query, {"version": version}).first() is not None
+                    conn.rollback()  # a new snapshot for the next look
+                    return found
+
+                yield has_vector_oceanbase
+        finally:
+            engine.dispose()
+        return
+    if target.home is None:
+        raise BenchError("probing the embedding worker needs a self-started daemon")
+    uri = f"file:{target.home / 'powercontext.db'}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)) as db:
+
+        def has_vector_sqlite(version: str) -> bool:
+            return (
+                db.execute(
+                    "SELECT 1 FROM memory_versions v JOIN memory_vectors x"
+                    " ON x.version_id = v.id WHERE v.entry_version_id = ?",
+                    (version,),
+                ).fetchone()
+                is not None
+            )
+
+        yield has_vector_sqlite
 
 
 # -- writing memories ---------------------------------------------------------------------------

@@ -11,7 +11,12 @@ Method, per size N (ascending, one scope, loaded incrementally):
    import``, which takes minutes at 100k on seekdb instead of an hour);
 2. send a few untimed warm-up remembers, then ``--samples`` timed remembers sequentially
    (concurrency 1, one keep-alive connection), each a new distinct entry;
-3. report p50/p95/p99/mean in ms.
+3. report p50/p95/p99/mean in ms;
+4. with ``--embeddings local`` (the semantic channel on): the scope's vectors are backfilled
+   before timing, the timed remembers are the same, and then ``--lag-samples`` more remembers
+   each wait until the worker has stored that entry's vector (read from the database): a
+   remember never waits for the model, so "remember including embedding" is two numbers, the
+   call's latency and the time until the entry is also found by meaning.
 
 The ratio is taken between sizes of the *same run* because the machines are noisy (spec 08).
 All data comes from a seeded generator, and ``--url``/``--token`` point it at any runtime, so
@@ -47,6 +52,8 @@ from _common import (
     remember,
     settle,
     summarize_ms,
+    vector_probe,
+    wait_embedded,
 )
 
 SECTION = "write-scaling"
@@ -60,6 +67,9 @@ SMOKE_SIZES = "50,200"
 SMOKE_SAMPLES = 20
 SETTLE_SECONDS = 180.0  # longest wait for other processes to go quiet before a timed phase
 SMOKE_SETTLE_SECONDS = 3.0
+DEFAULT_LAG_SAMPLES = 30
+EMBED_TIMEOUT_SECONDS = 1800.0  # the backfill of 100k entries takes minutes on one core
+LAG_TIMEOUT_SECONDS = 60.0  # one entry's vector, after its remember answered
 
 
 @dataclass(slots=True)
@@ -71,6 +81,7 @@ class Timing:
     daemon_cpu_ms_per_write: float | None
     background_cores: float | None
     settled_after: float | None = None  # seconds waited for quiet; None: it never came
+    vector_lag: list[float] | None = None  # remember answered → its vector stored (--embeddings)
 
 
 @dataclass(slots=True)
@@ -90,6 +101,9 @@ class SizeResult:
             "daemon_cpu_ms_per_write": self.timing.daemon_cpu_ms_per_write,
             "background_cores": self.timing.background_cores,
             "settled_after_s": self.timing.settled_after,
+            "vector_lag_ms": (
+                None if self.timing.vector_lag is None else summarize_ms(self.timing.vector_lag)
+            ),
             "load": {
                 "entries": self.load.entries,
                 "seconds": round(self.load.seconds, 3),
@@ -131,6 +145,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="longest wait for other processes to go quiet before each timed phase (default "
         f"{SETTLE_SECONDS:g}, smoke {SMOKE_SETTLE_SECONDS:g}; 0: time at once)",
     )
+    p.add_argument(
+        "--embeddings",
+        choices=("off", "local"),
+        default="off",
+        help="semantic channel of the self-started daemon (default off); with local the "
+        "vectors are backfilled before timing and the embedding lag is measured too",
+    )
+    p.add_argument(
+        "--lag-samples",
+        type=int,
+        default=DEFAULT_LAG_SAMPLES,
+        help=f"with --embeddings: remembers timed until their vector is stored (default "
+        f"{DEFAULT_LAG_SAMPLES})",
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     p.add_argument(
         "--write-results", action="store_true", help="rewrite this section of bench/RESULTS.md"
@@ -161,6 +189,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--write-results with --smoke would overwrite real numbers with smoke numbers")
     if args.bulk_load and args.url:
         p.error("--bulk-load writes into a self-started daemon's database (no --url)")
+    if args.embeddings != "off" and args.url:
+        p.error("--embeddings reads the self-started daemon's database (no --url)")
+    if args.lag_samples < 1:
+        p.error("--lag-samples must be positive")
+    # The lag phase writes too: the next size must lie beyond it as well.
+    if args.embeddings != "off":
+        for smaller, larger in zip(args.sizes, args.sizes[1:], strict=False):
+            if larger < smaller + step + args.lag_samples:
+                p.error("sizes must be at least warm-up + samples + lag samples apart")
     return args
 
 
@@ -193,13 +230,34 @@ def time_remembers(
     return Timing(durations, revision, daemon_ms, background)
 
 
+def time_vector_lag(
+    target: Target, scope_id: str, items: list[MemoryItem], database_url: str | None
+) -> list[float]:
+    """Per remember: seconds from its answer until the worker has stored its vector (polled
+    in the database, so the figure includes up to one poll interval)."""
+    lags: list[float] = []
+    with target.client() as client, vector_probe(target, database_url) as has_vector:
+        for item in items:
+            version = remember(client, scope_id, item).json()["entry"]["citation"][
+                "entry_version_id"
+            ]
+            answered = time.perf_counter()
+            while not has_vector(version):
+                if time.perf_counter() - answered > LAG_TIMEOUT_SECONDS:
+                    raise BenchError(f"no vector {LAG_TIMEOUT_SECONDS:g} s after a remember")
+                time.sleep(0.001)  # polling the worker's progress, not synchronising on time
+            lags.append(time.perf_counter() - answered)
+    return lags
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     facts = machine_facts()
     command = command_line()
     scope_id = args.scope_id or f"bench-write-scaling-s{args.seed}-{time.strftime('%Y%m%dT%H%M%S')}"
     generator = MemoryTextGenerator(args.seed)
     results: list[SizeResult] = []
-    with open_target(args.url, args.token, args.database_url) as target:
+    embedding = args.embeddings != "off"
+    with open_target(args.url, args.token, args.database_url, embeddings=args.embeddings) as target:
         log(f"write_scaling: {target.description}, scope {scope_id}, sizes {args.sizes}")
         loaded = 0
         sized_scope = scope_id
@@ -222,6 +280,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             loaded += len(items)
             log(f"  {method} {len(items)} entries in {stats.seconds:.1f} s "
                 f"({stats.per_second:.0f}/s, {stats.retries} busy retries); N = {n}")  # fmt: skip
+            if embedding:
+                started = time.perf_counter()
+                vectors = wait_embedded(target, EMBED_TIMEOUT_SECONDS, args.database_url)
+                log(f"  embedded: {vectors:,} vectors, waited "
+                    f"{time.perf_counter() - started:.1f} s for the worker")  # fmt: skip
             warmup, timed = generator.take(WARMUP), generator.take(args.samples)
             settled = settle(target.pid, args.settle_seconds)
             if settled is None:
@@ -237,6 +300,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     f"scope {sized_scope!r} is at revision {timing.revision}, expected {loaded}: "
                     "use a fresh --scope-id so N is what the report says"
                 )
+            if embedding:
+                lagged = generator.take(args.lag_samples)
+                timing.vector_lag = time_vector_lag(target, sized_scope, lagged, args.database_url)
+                loaded += len(lagged)
+                lag = summarize_ms(timing.vector_lag)
+                log(f"  N={n}: remember answered → vector stored p50 {lag['p50']:.1f} ms, "
+                    f"p95 {lag['p95']:.1f} ms")  # fmt: skip
             lat = summarize_ms(timing.durations)
             results.append(SizeResult(n, loaded, lat, timing, stats))
             log(f"  N={n}: p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms, "
@@ -268,6 +338,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "load": "import" if args.bulk_load else "http",
             "settle_seconds": args.settle_seconds,
             "smoke": args.smoke,
+            "embeddings": args.embeddings,
+            "lag_samples": args.lag_samples if embedding else 0,
         },
         "sizes": [r.as_json() for r in results],
         "ratio_p50": round(ratio, 3),
@@ -334,8 +406,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         for s in sizes
     ]
     noisy = [s for s in sizes if (s["background_cores"] or 0) > NOISY_CORES]
+    embeddings = cfg.get("embeddings", "off")
+    title = "## Remember write scaling (P4)"
+    if embeddings != "off":
+        title += f", semantic channel `{embeddings}`"
     lines = [
-        "## Remember write scaling (P4)",
+        title,
         "",
         "Generated by `bench/write_scaling.py --write-results`; edit outside the markers only.",
         "",
@@ -383,6 +459,26 @@ def render_markdown(report: dict[str, Any]) -> str:
             size_rows,
         ),
     ]
+    if embeddings != "off":
+        lag_rows = [
+            [f"{s['n']:,}", cfg["lag_samples"],
+             *(f"{s['vector_lag_ms'][k]:.1f}" for k in ("p50", "p95", "max"))]
+            for s in sizes
+        ]  # fmt: skip
+        lines += [
+            "",
+            "A remember never waits for the model: it commits the entry and its full-text row "
+            "and wakes the embedding worker. After the timed remembers, each of "
+            f"{cfg['lag_samples']} more remembers waited until its vector was stored (polled "
+            "in the database every millisecond): the time from the answer until the entry is "
+            "found by meaning as well as by its words. The vectors of the loaded entries were "
+            "backfilled before timing.",
+            "",
+            markdown_table(
+                ["N before timing", "samples", "answer → vector stored p50 ms", "p95 ms", "max ms"],
+                lag_rows,
+            ),
+        ]
     return "\n".join(lines)
 
 
@@ -396,6 +492,8 @@ def main(argv: list[str] | None = None) -> int:
     # One block per backend: an OceanBase run (P6) must not overwrite the SQLite one (P4).
     on_oceanbase = (args.database_url or "").startswith("mysql")
     section = SECTION + ("-oceanbase" if on_oceanbase else "")
+    if args.embeddings != "off":
+        section += f"-embeddings-{args.embeddings}"
     publish(
         report, render_markdown(report), section if args.write_results else None, as_json=args.json
     )
