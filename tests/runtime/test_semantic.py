@@ -133,11 +133,35 @@ def test_superseded_and_retired_versions_are_never_vector_hits(semantic: Runtime
     semantic.memory.retire(RetireMemoryEntryRequest(scope_id=SCOPE, citation=login))
     assert _search(semantic, "登录 认证", mode="vector").hits == []
     # The worker's sweep embeds the new version and prunes the dead ones.
-    semantic.semantic._rounds = 0  # the next round is a full sweep
+    semantic.semantic._next_sweep = 0.0  # the next round is a full sweep
     assert semantic.semantic.embed_pending() == 1
     assert semantic.semantic.vector_count() == 1
     hits = _search(semantic, "发布 版本", mode="vector").hits
     assert [h.citation.entry_version_id for h in hits] == [revised.entry.citation.entry_version_id]
+
+
+def test_the_full_sweep_runs_at_most_once_a_minute_however_many_writes(
+    semantic: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round runs per remember; the sweep reads every version (≈ 0.1–0.5 s at 100k), so it
+    is bounded by time: 30 writes and rounds in a row sweep once (the first round)."""
+    from powercontext_runtime.services.semantic import FULL_SWEEP_SECONDS
+
+    channel = semantic.semantic
+    assert channel is not None
+    sweeps: list[int] = []
+    prune = channel._vectors.prune
+    monkeypatch.setattr(
+        channel._vectors, "prune", lambda conn, model: sweeps.append(1) or prune(conn, model)
+    )
+    channel._next_sweep = 0.0
+    for n in range(30):
+        _remember(semantic, f"{PAYMENTS} (variant {n})")
+        assert channel.embed_pending() == 1  # every write is embedded by its own round
+    assert sweeps == [1]
+    assert 0 < channel._next_sweep - time.monotonic() <= FULL_SWEEP_SECONDS
+    channel._next_sweep = time.monotonic()  # a minute later
+    assert channel.embed_pending() == 0 and sweeps == [1, 1]
 
 
 def test_backfill_reports_progress_and_a_model_change_reembeds(

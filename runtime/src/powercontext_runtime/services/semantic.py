@@ -44,7 +44,11 @@ _log = logging.getLogger("powercontext.semantic")
 #: with the text; the opening of a prompt is what it is about.
 QUERY_CHARS = 256
 BATCH = 32  # versions embedded per worker step (one write transaction each)
-FULL_SWEEP_EVERY = 30  # worker rounds between sweeps from row 0 (see embed_pending)
+#: Seconds between the worker's sweeps from row 0 (see embed_pending). By time, not by rounds:
+#: a sweep reads every version (≈ 0.1–0.5 s at 100k), and with one round per remember a
+#: sweep every 30th round cost each write ≈ 5 ms of CPU at 100k entries (bench/write_scaling.py
+#: --embeddings local: 7.8 → 12.7 ms of daemon CPU per write between 1k and 100k).
+FULL_SWEEP_SECONDS = 60.0
 MAX_QUEUED_QUERIES = 4  # query embeddings waiting beyond this fail fast (fallback)
 
 _v = memory_versions
@@ -155,7 +159,7 @@ class SemanticChannel:
         self._queued_lock = threading.Lock()
         self._embedding = threading.Lock()  # one queue pass at a time in this process
         self._high_water = 0
-        self._rounds = 0
+        self._next_sweep = 0.0  # time.monotonic() from which the next round sweeps
         self.fallbacks: dict[str, int] = {}
 
     # -- schema ----------------------------------------------------------------------------
@@ -311,12 +315,14 @@ class SemanticChannel:
         """One worker round: embed up to ``max_batches`` batches of queued versions.
 
         Most rounds read only versions newer than the last one embedded (a primary-key range);
-        every ``FULL_SWEEP_EVERY`` rounds the scan starts from row 0, which also catches
-        versions committed out of id order (concurrent writers on OceanBase) and prunes the
-        vectors of superseded versions and of other models."""
+        the first round, then one at most every ``FULL_SWEEP_SECONDS``, scans from row 0, which
+        also catches versions committed out of id order (concurrent writers on OceanBase) and
+        prunes the vectors of superseded versions and of other models."""
         with self._embedding:
-            sweep = self._rounds % FULL_SWEEP_EVERY == 0
-            self._rounds += 1
+            now = time.monotonic()
+            sweep = now >= self._next_sweep
+            if sweep:
+                self._next_sweep = now + FULL_SWEEP_SECONDS
             after = 0 if sweep else self._high_water
             done = 0
             for _ in range(max_batches):
