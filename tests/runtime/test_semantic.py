@@ -118,6 +118,34 @@ def test_vectors_round_trip_and_hybrid_finds_across_languages(semantic: Runtime)
     assert _search(semantic, "banana bread recipe").hits == []
 
 
+def test_the_query_thread_searches_the_scope_and_the_caller_checks_its_hits(
+    semantic: Runtime,
+) -> None:
+    """Both backends search a scope's vectors on the query thread, alongside the lexical
+    search (SQLite: the loaded index; OceanBase: the server, on a connection of its own, whose
+    snapshot may be newer), and the caller keeps a hit only if its own snapshot holds the
+    version as current."""
+    channel = semantic.semantic
+    assert channel is not None
+    citation = _remember(semantic, CI)
+    _remember(semantic, LOGIN)
+    channel.embed_pending()
+    _search(semantic, "持续集成", mode="vector")  # SQLite loads the scope's index here
+    pending = channel.start_query("持续集成流水线", SCOPE, 4)
+    vector = pending.result()
+    assert pending.prior is not None and len(pending.prior.hits) == 2
+    with channel.snapshot():
+        found = channel.candidates(SCOPE, vector, 2, prior=pending.prior)
+    assert found[0].entry_version_id == citation.entry_version_id
+    # Superseded after the search ran: the caller's snapshot no longer holds it as current.
+    semantic.memory.revise(
+        ReviseMemoryEntryRequest(scope_id=SCOPE, citation=citation, text="No CI here any more")
+    )
+    with channel.snapshot():
+        again = channel.candidates(SCOPE, vector, 2, prior=pending.prior)
+    assert citation.entry_version_id not in {c.entry_version_id for c in again}
+
+
 def test_superseded_and_retired_versions_are_never_vector_hits(semantic: Runtime) -> None:
     citation = _remember(semantic, CI)
     login = _remember(semantic, LOGIN)

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -93,27 +93,25 @@ def embedding_text(text: str, tags_json: str) -> str:
     return text + ("\n" + " ".join(tags) if tags else "")
 
 
-class _Embedded(NamedTuple):
-    vector: npt.NDArray[np.float32]
-    prior: Prior | None  # the loaded index searched on the query thread, if it was asked
-
-
 class PendingQuery:
     """A query embedding under way: :meth:`result` waits at most until the deadline that
     started with the request, so the lexical search can run meanwhile (issue 17's budget).
-    Started for a scope, the query thread also searches that scope's loaded vector index
-    right after embedding (:attr:`prior`), which overlaps with the lexical search too."""
+    Started for a scope, the query thread then also searches that scope's vectors (SQLite: the
+    loaded index; OceanBase: the server, on a connection of its own), which overlaps with the
+    lexical search too; :attr:`prior` is that search once :meth:`result` returned."""
 
-    __slots__ = ("_deadline", "_future", "k", "prior", "scope_id")
+    __slots__ = ("_deadline", "_embedded", "_searched", "k", "prior", "scope_id")
 
     def __init__(
         self,
-        future: Future[_Embedded],
+        embedded: Future[npt.NDArray[np.float32]],
+        searched: Future[Prior | None],
         deadline: float,
         scope_id: str | None = None,
         k: int = 0,
     ) -> None:
-        self._future = future
+        self._embedded = embedded
+        self._searched = searched
         self._deadline = deadline
         self.scope_id = scope_id
         self.k = k
@@ -121,13 +119,17 @@ class PendingQuery:
 
     def result(self) -> npt.NDArray[np.float32]:
         """The vector, or :class:`EmbeddingUnavailableError` (a timeout included). A late
-        answer is dropped, not waited for."""
+        answer is dropped, not waited for. The deadline is the embedding's: the search that
+        follows it on the query thread is waited for, as the caller would otherwise run it."""
         try:
-            embedded = self._future.result(timeout=max(0.0, self._deadline - time.monotonic()))
+            vector = self._embedded.result(timeout=max(0.0, self._deadline - time.monotonic()))
         except FutureTimeout:
             raise EmbeddingTimeoutError("the embedder did not answer in time") from None
-        self.prior = embedded.prior
-        return embedded.vector
+        try:
+            self.prior = self._searched.result()
+        except (CancelledError, Exception):  # shut down meanwhile: the caller searches itself
+            self.prior = None
+        return vector
 
 
 class SemanticChannel:
@@ -182,26 +184,42 @@ class SemanticChannel:
                 raise EmbeddingTimeoutError("the embedder is busy")
             self._queued += 1
         deadline = time.monotonic() + self._query_timeout
+        embedded: Future[npt.NDArray[np.float32]] = Future()
         try:
-            future = self._queries.submit(self._embed_and_search, query, scope_id, k)
+            searched = self._queries.submit(self._embed_and_search, query, scope_id, k, embedded)
         except RuntimeError:  # shut down
             self._release()
             raise EmbeddingUnavailableError("the embedder is shut down") from None
-        future.add_done_callback(lambda _f: self._release())
-        return PendingQuery(future, deadline, scope_id, k)
+        searched.add_done_callback(lambda done: self._finished(done, embedded))
+        return PendingQuery(embedded, searched, deadline, scope_id, k)
 
-    def _embed_and_search(self, query: str, scope_id: str | None, k: int) -> _Embedded:
-        vector = self._embed_one(query)
+    def _finished(self, searched: Future[Any], embedded: Future[Any]) -> None:
+        self._release()
+        if searched.cancelled() and not embedded.done():  # shut down before it ran
+            embedded.set_exception(EmbeddingUnavailableError("the embedder is shut down"))
+
+    def _embed_and_search(
+        self,
+        query: str,
+        scope_id: str | None,
+        k: int,
+        embedded: Future[npt.NDArray[np.float32]],
+    ) -> Prior | None:
+        try:
+            vector = self._embed_one(query)
+        except BaseException as exc:
+            embedded.set_exception(exc)
+            raise
+        embedded.set_result(vector)
         if scope_id is None or k <= 0:
-            return _Embedded(vector, None)
+            return None
         # Over-fetched like candidates(): superseded versions are dropped there. This search is
         # only a head start: if it fails, the caller searches in its snapshot as it would.
         try:
-            prior = self._vectors.search_loaded(scope_id, self.model_id, vector, 2 * k)
+            return self._vectors.search_loaded(scope_id, self.model_id, vector, 2 * k, self._read)
         except Exception as exc:  # logged by type only, never the query
             _log.warning("vector_prior_failed", extra={"error_type": type(exc).__name__})
-            prior = None
-        return _Embedded(vector, prior)
+            return None
 
     def warm(self) -> None:
         """Load a local model on the query thread now, in the background, so a serving

@@ -14,7 +14,8 @@ no longer current in the searched snapshot) and pruned by the embedding worker.
   sign bits keeps ``PREFILTER`` candidates that int8 then rescores (recall@10 0.992 at 89.5k
   real vectors, docs/decisions/semantic-channel.md).
 * OceanBase: ``memory_vectors_d<dim>`` with a native ``VECTOR(dim)`` column and an HNSW index
-  (``distance=cosine, lib=vsag``), queried with ``ORDER BY cosine_distance(…) APPROXIMATE``.
+  (``distance=cosine, lib=vsag``), queried with ``ORDER BY cosine_distance(…) APPROXIMATE``
+  on the query thread's own connection, alongside the caller's lexical search.
   One table per dimension: a column's dimension is fixed and it may carry one vector index.
 
 numpy is imported lazily: a runtime with the channel off never loads it.
@@ -23,7 +24,7 @@ numpy is imported lazily: a runtime with the channel off never loads it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -77,7 +78,12 @@ class VectorStore(Protocol):
         prior: Prior | None = None,
     ) -> list[VectorHit]: ...
     def search_loaded(
-        self, scope_id: str, model: str, query: npt.NDArray[np.float32], k: int
+        self,
+        scope_id: str,
+        model: str,
+        query: npt.NDArray[np.float32],
+        k: int,
+        read: Callable[[Callable[[Connection], Any]], Any],
     ) -> Prior | None: ...
     def forget(self, rowids: Sequence[int]) -> None: ...
     def pending(
@@ -417,11 +423,18 @@ class _SqliteVectors:
             return sorted(merged.values(), key=lambda h: (-h.similarity, h.rowid))[:k]
 
     def search_loaded(
-        self, scope_id: str, model: str, query: npt.NDArray[np.float32], k: int
+        self,
+        scope_id: str,
+        model: str,
+        query: npt.NDArray[np.float32],
+        k: int,
+        read: Callable[[Callable[[Connection], Any]], Any],
     ) -> Prior | None:
-        """Search the scope's index as loaded, without the database: no snapshot is needed,
-        so this runs on the query thread while the caller's lexical search runs (SQLite and
-        numpy both release the interpreter lock). ``None`` when the scope is not loaded yet."""
+        """Search the scope's index as loaded, without the database (``read`` is not used):
+        no snapshot is needed, so this runs on the query thread while the caller's lexical
+        search runs (SQLite and numpy both release the interpreter lock). ``None`` when the
+        scope is not loaded yet."""
+        del read
         with self._lock:
             index = self._indexes.get((scope_id, model))
         if index is None or index.dimension != len(query):
@@ -521,7 +534,8 @@ class _OceanBaseVectors:
         k: int,
         prior: Prior | None = None,
     ) -> list[VectorHit]:
-        del prior  # the server searches in the caller's snapshot
+        if prior is not None and prior.source is self:  # searched already, on the query thread
+            return prior.hits[:k]
         found = conn.execute(
             text(
                 f"SELECT version_id, cosine_distance(embedding, :q) AS d FROM {self._table}"
@@ -535,9 +549,20 @@ class _OceanBaseVectors:
         return hits
 
     def search_loaded(
-        self, scope_id: str, model: str, query: npt.NDArray[np.float32], k: int
-    ) -> Prior | None:
-        return None  # the index is the server's: searched in the caller's snapshot
+        self,
+        scope_id: str,
+        model: str,
+        query: npt.NDArray[np.float32],
+        k: int,
+        read: Callable[[Callable[[Connection], Any]], Any],
+    ) -> Prior:
+        """The server's search on a connection of its own (``read``), on the query thread, so
+        it overlaps with the caller's lexical search instead of following it (at 100k on
+        seekdb each takes ≈ 20 ms). Its snapshot may be newer than the caller's: the caller
+        keeps only hits whose version rows its own snapshot holds as current
+        (``SemanticChannel.candidates``), as with SQLite's loaded index."""
+        hits = read(lambda conn: self.nearest(conn, scope_id, model, query, k))
+        return Prior(hits, len(hits), self)
 
     def forget(self, rowids: Sequence[int]) -> None:
         return None  # the server's index is authoritative; the worker prunes
