@@ -687,6 +687,13 @@ def _http_load(
             + (f" (or up to {n} to reuse it)" if args.scope_id and loaded == 0 else "")
             + ": use a fresh --scope-id"
         )
+    bulk_scope = f"{scope_id}-n{n}"  # where a --bulk-load run with this --scope-id put N
+    if loaded == head == 0 and args.scope_id and head_revision(target, bulk_scope) == n:
+        raise BenchError(
+            f"scope {scope_id!r} is empty, but {bulk_scope!r} holds the {n:,} entries of a "
+            f"--bulk-load run: pass --bulk-load again (self-started daemon) or --scope-id "
+            f"{bulk_scope} instead of loading {n:,} entries over HTTP"
+        )
     skipped = head - loaded
     stats = load_memories(target, scope_id, items[skipped:], concurrency=args.loader_concurrency)
     log(f"  loaded {stats.entries:,} entries in {stats.seconds:.1f} s "
