@@ -420,6 +420,10 @@ _PENDING_SQL = (
     " AND v.state = 'active' AND NOT EXISTS"
     " (SELECT 1 FROM {table} x WHERE x.version_id = v.id)"
 )
+_HAS_VECTOR_SQL = (
+    "SELECT 1 FROM memory_versions v JOIN {table} x ON x.version_id = v.id"
+    " WHERE v.entry_version_id = {version}"
+)
 OCEANBASE_VECTOR_TABLE = "memory_vectors_d512"  # the local model's 512 dimensions
 
 
@@ -469,8 +473,7 @@ def vector_probe(
 
         engine = sqlalchemy.create_engine(database_url, pool_pre_ping=True)
         query = sqlalchemy.text(
-            f"SELECT 1 FROM memory_versions v JOIN {OCEANBASE_VECTOR_TABLE} x"
-            " ON x.version_id = v.id WHERE v.entry_version_id = :version"
+            _HAS_VECTOR_SQL.format(table=OCEANBASE_VECTOR_TABLE, version=":version")
         )
         try:
             with engine.connect() as conn:
@@ -488,16 +491,10 @@ def vector_probe(
         raise BenchError("probing the embedding worker needs a self-started daemon")
     uri = f"file:{target.home / 'powercontext.db'}?mode=ro"
     with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)) as db:
+        query = _HAS_VECTOR_SQL.format(table="memory_vectors", version="?")
 
         def has_vector_sqlite(version: str) -> bool:
-            return (
-                db.execute(
-                    "SELECT 1 FROM memory_versions v JOIN memory_vectors x"
-                    " ON x.version_id = v.id WHERE v.entry_version_id = ?",
-                    (version,),
-                ).fetchone()
-                is not None
-            )
+            return db.execute(query, (version,)).fetchone() is not None
 
         yield has_vector_sqlite
 

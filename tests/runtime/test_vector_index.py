@@ -123,10 +123,10 @@ def test_the_query_threads_search_merges_with_rows_appended_since(
         store.create(conn)
         store.put(conn, MODEL, rows, data[:20_000])
     query = data[20_001]
-    assert store.search_loaded(SCOPE, MODEL, query, 10, _no_database) is None  # not loaded yet
+    assert store.search_ahead(SCOPE, MODEL, query, 10, _no_database) is None  # not loaded yet
     with engine.connect() as conn:
         first = store.nearest(conn, SCOPE, MODEL, query, 10)
-    prior = store.search_loaded(SCOPE, MODEL, query, 10, _no_database)
+    prior = store.search_ahead(SCOPE, MODEL, query, 10, _no_database)
     assert prior is not None and prior.covered == 20_000
     assert prior.hits == first
     # A row committed after the prior search, nearer than anything: the caller finds it.

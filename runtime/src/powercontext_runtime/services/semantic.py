@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -127,7 +127,7 @@ class PendingQuery:
             raise EmbeddingTimeoutError("the embedder did not answer in time") from None
         try:
             self.prior = self._searched.result()
-        except (CancelledError, Exception):  # shut down meanwhile: the caller searches itself
+        except Exception:  # cancelled (shut down meanwhile): the caller searches itself
             self.prior = None
         return vector
 
@@ -216,7 +216,7 @@ class SemanticChannel:
         # Over-fetched like candidates(): superseded versions are dropped there. This search is
         # only a head start: if it fails, the caller searches in its snapshot as it would.
         try:
-            return self._vectors.search_loaded(scope_id, self.model_id, vector, 2 * k, self._read)
+            return self._vectors.search_ahead(scope_id, self.model_id, vector, 2 * k, self._read)
         except Exception as exc:  # logged by type only, never the query
             _log.warning("vector_prior_failed", extra={"error_type": type(exc).__name__})
             return None

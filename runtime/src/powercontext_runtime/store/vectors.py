@@ -77,7 +77,7 @@ class VectorStore(Protocol):
         k: int,
         prior: Prior | None = None,
     ) -> list[VectorHit]: ...
-    def search_loaded(
+    def search_ahead(
         self,
         scope_id: str,
         model: str,
@@ -377,7 +377,7 @@ class _SqliteVectors:
         k: int,
         prior: Prior | None = None,
     ) -> list[VectorHit]:
-        """The ``k`` nearest rows. With ``prior`` (:meth:`search_loaded` on the query thread),
+        """The ``k`` nearest rows. With ``prior`` (:meth:`search_ahead` on the query thread),
         only the rows appended since it ran are scored here (exactly, when they are few) and
         merged with its hits: usually none, so the caller's share is the tail read."""
         import numpy as np
@@ -422,7 +422,7 @@ class _SqliteVectors:
                 merged.setdefault(hit.rowid, hit)
             return sorted(merged.values(), key=lambda h: (-h.similarity, h.rowid))[:k]
 
-    def search_loaded(
+    def search_ahead(
         self,
         scope_id: str,
         model: str,
@@ -548,7 +548,7 @@ class _OceanBaseVectors:
         hits.sort(key=lambda h: (-h.similarity, h.rowid))
         return hits
 
-    def search_loaded(
+    def search_ahead(
         self,
         scope_id: str,
         model: str,
