@@ -120,7 +120,7 @@ def _tail(path: Path, lines: int) -> list[str]:
         return []
 
 
-#: How long an early exit's message waits for the reason to reach seekdb's log.
+#: How long a still-running server's failure message waits for the reason to reach its log.
 _LOG_SETTLE_SECONDS = 5.0
 
 
@@ -431,16 +431,24 @@ class SeekdbServer:
         if stdout_tail:
             parts.append(f"--- tail of {self.stdout_path} ---")
             parts.extend(stdout_tail)
+        exited = self.process is not None and self.process.poll() is not None
         errors = _error_lines(self.log_path, 8)
-        # The exit status can arrive before seekdb's log writer has flushed the reason (seen
-        # once under load): give the log a bounded moment to show it.
+        # A running server may not have written its reason yet: give it a bounded moment. An
+        # exited one has written all it ever will.
         settle_by = time.monotonic() + _LOG_SETTLE_SECONDS
-        while not errors and time.monotonic() < settle_by:
+        while not errors and not exited and time.monotonic() < settle_by:
             time.sleep(_POLL_INTERVAL)
             errors = _error_lines(self.log_path, 8)
         if errors:
             parts.append(f"--- last errors in {self.log_path} ---")
             parts.extend(errors)
+        elif exited:
+            # seekdb logs from a background thread that can lose its last lines at exit (a
+            # loaded CI machine once lost every one): say so rather than leave a gap.
+            parts.append(
+                f"{self.log_path} holds no ERROR line: seekdb's asynchronous log writer may have "
+                "lost the last lines at exit (--parameter enable_async_syslog=false keeps them)"
+            )
         return "\n".join(parts)
 
     def _terminate(self) -> bool:

@@ -8,7 +8,10 @@ terms are found and that case/accent variants of identifiers stay distinct.
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -149,9 +152,30 @@ def _is_zombie_free(pid: int | None) -> bool:
 
 
 def test_early_exit_reports_the_reason_from_the_log() -> None:
-    # log_disk_size=1G makes seekdb exit at once with nothing useful on stdout.
-    with pytest.raises(SeekdbError) as caught, SeekdbServer(log_disk_size="1G"):
+    # log_disk_size=1G makes seekdb exit at once with nothing useful on stdout. Its log is
+    # written by a background thread that a loaded CI machine once saw lose every line at exit;
+    # synchronous logging makes the reason's presence in the log a fact the test can rely on.
+    failing = SeekdbServer(log_disk_size="1G", parameters={"enable_async_syslog": "false"})
+    with pytest.raises(SeekdbError) as caught, failing:
         pass
     message = str(caught.value)
     assert "exited during start-up" in message
     assert "OB_RESOURCE_UNIT_VALUE_INVALID" in message
+
+
+def test_an_exit_that_left_no_error_in_the_log_says_so_at_once(tmp_path: Path) -> None:
+    # What a loaded CI machine once produced: seekdb exited and its asynchronous log writer had
+    # written no ERROR line. The message must say where the reason went, without waiting for a
+    # log that an exited process can no longer write.
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "seekdb.log").write_text("[2026-12-02] INFO  starting\n")
+    server = SeekdbServer(base_dir=tmp_path)
+    server.base_dir = tmp_path
+    server.process = subprocess.Popen(["false"])
+    server.process.wait()
+    started = time.monotonic()
+    message = server._exit_message("seekdb exited during start-up (status 1)")
+    assert time.monotonic() - started < 1.0  # the 5 s settle wait is for a running server only
+    assert "holds no ERROR line" in message
+    assert "enable_async_syslog=false" in message
+    assert "--- last errors" not in message
