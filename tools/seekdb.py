@@ -24,6 +24,9 @@ Facts this module relies on (measured, see docs/decisions/oceanbase-facts.md):
   when ``SELECT @@socket`` names this instance's own base directory.
 * ``log_disk_size=1G`` makes it exit at once (OB_RESOURCE_UNIT_VALUE_INVALID) with nothing on
   stdout; the reason is only in ``<base-dir>/log/seekdb.log``.
+* That log is written by a background thread (``enable_async_syslog``, default true) which
+  can lose its last lines when the process exits: a loaded CI machine once found no ERROR line
+  at all. ``--parameter enable_async_syslog=false`` writes synchronously.
 * Without ``TELEMETRY_ENABLED=false`` in its environment it tries to report to a remote
   endpoint at bootstrap (a DNS lookup is visible with strace); the variable stops that.
 """
