@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 from fastapi.testclient import TestClient
@@ -33,6 +34,7 @@ from powercontext_runtime.errors import InvalidRequestError
 from powercontext_runtime.http import create_app
 from powercontext_runtime.search import fusion
 from powercontext_runtime.services.auth import Principal
+from powercontext_runtime.services.semantic import EmbeddingWorker, SemanticChannel
 from powercontext_runtime.settings import ConfigError, Settings
 from tests.support.backends import database_url_for
 from tests.support.embedding_server import DIMENSION, EmbeddingServer, embedding_server
@@ -378,6 +380,59 @@ def test_worker_embeds_after_a_write(tmp_path: Path, server: EmbeddingServer) ->
     finally:
         worker.stop()
         rt.close()
+
+
+class _CountingChannel:
+    """Stands in for the channel: counts the worker's rounds."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+
+    def embed_pending(self) -> int:
+        self.rounds += 1
+        return 1
+
+
+def _started_worker(quiet: float, max_defer: float) -> tuple[EmbeddingWorker, _CountingChannel]:
+    channel = _CountingChannel()
+    worker = EmbeddingWorker(
+        cast(SemanticChannel, channel), interval=600, quiet=quiet, max_defer=max_defer
+    )
+    worker.start()
+    _wait_for(lambda: channel.rounds == 1)  # the catch-up round at start
+    return worker, channel
+
+
+def _wait_for(done: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert done()
+
+
+def test_the_worker_embeds_a_burst_of_writes_once_the_writes_pause() -> None:
+    worker, channel = _started_worker(quiet=2.0, max_defer=600)
+    try:
+        for _ in range(20):  # writes 50 ms apart: never a 2 s gap
+            worker.wake()
+            time.sleep(0.05)
+        assert channel.rounds == 1  # nothing embedded while the burst went on
+        _wait_for(lambda: channel.rounds == 2)  # the pause came: one round for the burst
+    finally:
+        worker.stop()
+    assert channel.rounds == 2
+
+
+def test_a_steady_stream_of_writes_still_gets_embedded() -> None:
+    worker, channel = _started_worker(quiet=2.0, max_defer=0.3)
+    try:
+        deadline = time.monotonic() + 30
+        while channel.rounds < 3 and time.monotonic() < deadline:
+            worker.wake()  # never a 2 s pause
+            time.sleep(0.05)
+        assert channel.rounds >= 3  # a round at least every max_defer seconds meanwhile
+    finally:
+        worker.stop()
 
 
 def test_reindex_embeddings_cli(
