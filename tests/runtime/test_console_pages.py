@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import update
+from sqlalchemy import func, select, update
 
 from powercontext_runtime.composition import Runtime
 from powercontext_runtime.contract.activity import GetActivityRequest, PackCounts
@@ -31,8 +31,20 @@ from powercontext_runtime.contract.memory import (
 )
 from powercontext_runtime.services.activity import ActivityService
 from powercontext_runtime.services.auth import Principal
-from powercontext_runtime.store.activity import _RANGE, _RANGED, DAY_MS, ActivityStore
-from powercontext_runtime.store.schema import bootstrap_receipts, memory_revisions, sources
+from powercontext_runtime.store.activity import (
+    _RANGE,
+    _RANGED,
+    _RECALL_RANGE,
+    DAY_MS,
+    ActivityStore,
+)
+from powercontext_runtime.store.recall_counts import RecallLedger
+from powercontext_runtime.store.schema import (
+    bootstrap_receipts,
+    memory_revisions,
+    recall_counts,
+    sources,
+)
 from tests.runtime.test_memory_browse import assert_indexed, statements
 
 SCOPE = "git:example.com/acme/pages"
@@ -232,3 +244,72 @@ def test_page_queries_are_index_ranges(sqlite_runtime: Runtime, days: int) -> No
             covering = "USING COVERING INDEX ix_" in plan[0]
             assert covering or "USING INDEX ix_flush_runs_created" in plan[0], (sql, plan)
             assert "created_at>? AND created_at<?" in plan[0], (sql, plan)
+        plan = [r[-1] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + _RECALL_RANGE,
+                                                    (SCOPE, 0, 96))]  # fmt: skip
+        assert len(plan) == 1 and plan[0].startswith("SEARCH recall_counts"), plan
+        assert "bucket>? AND bucket<?" in plan[0], plan
+
+
+def test_packs_prepared_are_counted_per_scope_and_day(runtime: Runtime) -> None:
+    remember(runtime, "Run make lint before pushing")
+    entry_day = 20_000 * DAY_MS  # a fixed day; the ledger's clock and the page's agree
+    clock = [entry_day / 1000 + 3600]
+    ledger = RecallLedger(runtime.db, flush_seconds=600, clock=lambda: clock[0])
+    try:
+        for outcome in ("ready", "ready", "no_match"):
+            ledger.note(SCOPE, outcome)
+        ledger.note(LIB, "no_memory")  # another scope's
+        clock[0] -= 86_400  # yesterday
+        ledger.note(SCOPE, "budget")
+        assert ledger.flush() == 4
+        clock[0] += 86_400
+        ledger.note(SCOPE, "ready")  # added to the row already written
+        assert ledger.flush() == 1
+        assert ledger.flush() == 0
+    finally:
+        ledger.close()
+    seen = activity(runtime, entry_day + 7200_000, days=2)
+    yesterday, today = seen.days
+    assert (today.packs_ready, today.packs_no_match, today.packs_no_memory) == (3, 1, 0)
+    assert (yesterday.packs_budget, yesterday.packs_ready) == (1, 0)
+    assert (seen.totals.packs_ready, seen.totals.packs_budget) == (3, 1)
+    # Days follow the offset in whole quarter hours: at -90 minutes, 01:00 UTC is yesterday.
+    west = activity(runtime, entry_day + 7200_000, days=2, utc_offset_minutes=-90)
+    assert (west.days[0].packs_ready, west.days[1].packs_ready) == (3, 0)
+
+
+def test_counts_survive_a_failed_write_and_close_writes_the_rest(runtime: Runtime) -> None:
+    ledger = RecallLedger(runtime.db, flush_seconds=600)
+    real_write = runtime.db.write
+    failing = [True]
+
+    def write(work: Any, **kw: Any) -> Any:
+        if failing[0]:
+            failing[0] = False
+            raise RuntimeError("the database is unwritable for a moment")
+        return real_write(work, **kw)
+
+    runtime.db.write = write  # type: ignore[method-assign]
+    try:
+        ledger.note(SCOPE, "ready")
+        with pytest.raises(RuntimeError):
+            ledger.flush()
+        ledger.note(SCOPE, "ready")
+    finally:
+        ledger.close()  # the retry: both counts
+        runtime.db.write = real_write  # type: ignore[method-assign]
+    with runtime.db.read() as conn:
+        assert conn.execute(select(func.sum(recall_counts.c.count))).scalar() == 2
+
+
+def test_http_prepare_counts_its_outcome_for_the_scope(api: TestClient) -> None:
+    empty = api.post("/v1/context/prepare", json={"scope_id": SCOPE, "query": "lint"})
+    assert empty.json()["status"] == "empty"  # the scope has no memory yet
+    body = {"scope_id": SCOPE, "kind": "fact", "text": "Run make lint before pushing"}
+    assert api.post("/v1/memory/remember", json=body).status_code == 200
+    for query in ("what about lint before pushing?", "the weather in Lisbon"):
+        assert api.post("/v1/context/prepare", json={"scope_id": SCOPE, "query": query})
+    runtime = api.app.state.runtime  # type: ignore[attr-defined]
+    runtime.recall.flush()
+    today = api.post("/v1/activity/get", json={"scope_id": SCOPE, "days": 1}).json()["days"][0]
+    assert (today["packs_ready"], today["packs_no_match"], today["packs_no_memory"]) == (1, 1, 1)

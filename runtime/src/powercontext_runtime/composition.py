@@ -33,6 +33,7 @@ from .store.bootstrap import BootstrapStore
 from .store.database import Database
 from .store.flush import FlushStore
 from .store.memory import MemoryStore
+from .store.recall_counts import RecallLedger
 from .store.review import ReviewStore
 from .store.sources import SourceStore
 from .store.tokens import TokenStore
@@ -55,6 +56,8 @@ class Runtime:
     tokens: TokenStore
     authenticator: Authenticator
     activity: ActivityService
+    #: Per-scope pack outcomes over time (the console's Activity page), written in batches.
+    recall: RecallLedger
     #: The semantic recall channel; None unless ``POWERCONTEXT_EMBEDDINGS`` configures it.
     semantic: SemanticChannel | None = None
 
@@ -88,6 +91,7 @@ class Runtime:
             tokens=tokens,
             authenticator=Authenticator(tokens),
             activity=ActivityService(ActivityStore(db)),
+            recall=RecallLedger(db),
             semantic=semantic,
         )
         if prepare:
@@ -175,6 +179,7 @@ class Runtime:
         return self.db.compact_search_index()
 
     def close(self) -> None:
+        self.recall.close()  # the last counts, while the database is still open
         if self.semantic is not None:
             self.semantic.close()
         self.db.dispose()

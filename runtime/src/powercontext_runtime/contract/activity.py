@@ -1,7 +1,8 @@
 """``get_activity``: what happened in a scope, by day, counts only (docs/ui.md § Activity).
 
 Never content, never a prompt: how many prompts were captured, flushes run, entries written,
-bootstrap packs delivered, per day; plus the daemon's own pack counters (its metrics).
+bootstrap packs delivered and context packs prepared (by outcome), per day; plus the daemon's
+own pack counters (its metrics).
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ class ActivityCounts(StrictModel):
     bootstrap_failed: int
     bootstrap_skipped: int
     bootstrap_pending: int
+    #: Packs prepare_context answered for the scope, by outcome (counted in quarter hours, so
+    #: a day in an offset that is not a multiple of 15 minutes is rounded to one).
+    packs_ready: int  # at least one item
+    packs_no_match: int  # empty: nothing relevant
+    packs_no_memory: int  # empty: the scope had nothing to recall
+    packs_budget: int  # empty: candidates, none of which fitted max_bytes
 
 
 class ActivityDay(ActivityCounts):
@@ -76,8 +83,8 @@ class PackCount(StrictModel):
 
 class PackCounts(StrictModel):
     """The daemon's pack counters (``powercontext_context_packs_total`` in /metrics): every
-    scope, since the daemon started — a pack is never written down, so a scope's own recall
-    outcomes are not kept anywhere."""
+    scope, since the daemon started, by search mode too (a scope's own outcomes by day are
+    the ``packs_*`` counts)."""
 
     scope: Literal["daemon"]
     since: str

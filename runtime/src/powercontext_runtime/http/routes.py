@@ -190,6 +190,10 @@ async def prepare_context(body: PrepareContextRequest, request: Request) -> JSON
     said.update(pack_status=pack.status, pack_bytes=pack.content_bytes, search_mode=outcome.mode)
     if outcome.empty_reason:
         said["empty_reason"] = outcome.empty_reason
+    # The scope's outcomes by day (Activity): a counter in memory, written in batches.
+    runtime.recall.note(
+        body.scope_id, "ready" if pack.status == "ready" else outcome.empty_reason or "no_match"
+    )
     headers = None
     if semantic is not None:
         # The pack's schema has no mode, so which search ran is reported in headers

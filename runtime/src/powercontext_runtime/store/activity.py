@@ -2,7 +2,8 @@
 
 Every count reads one scope's covering index over ``(scope_id, created_at, …)``
 (``ix_sources_created``, ``ix_memory_revisions_created``, ``ix_flush_runs_created``,
-``ix_bootstrap_receipts_scope``), in one snapshot, and no row is sorted:
+``ix_bootstrap_receipts_scope``) or, for the packs prepared, the quarter-hour counters' primary
+key (``recall_counts``, store/recall_counts.py), in one snapshot, and no row is sorted:
 
 * On SQLite each day is its own range (``created_at`` between the day's bounds), summed in one
   pass, through the driver cursor with fixed SQL: a grouped query would sort every row of the
@@ -24,12 +25,14 @@ from sqlalchemy import Connection, bindparam, case, func, select
 from ._sqlite import sqlite_driver
 from .database import Database
 from .fulltext import DOCS_TERM
+from .recall_counts import BUCKET_MS, OUTCOMES
 from .schema import (
     bootstrap_receipts,
     flush_runs,
     memory_facets,
     memory_heads,
     memory_revisions,
+    recall_counts,
     search_terms,
     source_heads,
     sources,
@@ -105,6 +108,12 @@ _RANGED = [
     ),
 ]
 _RANGE = " WHERE scope_id = ? AND created_at >= ? AND created_at < ?"
+_RECALL_RANGE = (
+    "SELECT "
+    + ", ".join(f"coalesce(sum(count * (outcome = '{outcome}')), 0)" for outcome in OUTCOMES)
+    + " FROM recall_counts WHERE scope_id = ? AND bucket >= ? AND bucket < ?"
+)
+_DAY_BUCKETS = DAY_MS // BUCKET_MS
 
 
 class ActivityStore:
@@ -122,8 +131,44 @@ class ActivityStore:
                 self._by_ranges(conn, found, scope_id, first_day, days, offset_ms)
             else:
                 self._by_groups(conn, found, scope_id, since, offset_ms)
+            if self._sqlite:
+                self._recall_by_ranges(conn, found, scope_id, first_day, days, offset_ms)
+            else:
+                self._recall_by_groups(conn, found, scope_id, since, offset_ms)
             self._state(conn, found, scope_id)
         return found
+
+    @staticmethod
+    def _recall_by_ranges(
+        conn: Connection,
+        found: ScopeActivity,
+        scope_id: str,
+        first_day: int,
+        days: int,
+        offset_ms: int,
+    ) -> None:
+        """Packs by outcome, each day a range of the quarter-hour counters' primary key."""
+        driver = sqlite_driver(conn)
+        names = [f"packs_{outcome}" for outcome in OUTCOMES]
+        for number in range(first_day, first_day + days):
+            start = (number * DAY_MS - offset_ms) // BUCKET_MS
+            row = driver.execute(_RECALL_RANGE, (scope_id, start, start + _DAY_BUCKETS)).fetchone()
+            if row and any(row):
+                found.days[number].update(zip(names, map(int, row), strict=True))
+
+    @staticmethod
+    def _recall_by_groups(
+        conn: Connection, found: ScopeActivity, scope_id: str, since: int, offset_ms: int
+    ) -> None:
+        c = recall_counts
+        day = ((c.c.bucket * BUCKET_MS + bindparam("offset", offset_ms)) // DAY_MS).label("day")
+        rows = conn.execute(
+            select(day, c.c.outcome, func.sum(c.c.count))
+            .where(c.c.scope_id == scope_id, c.c.bucket >= since // BUCKET_MS)
+            .group_by(day, c.c.outcome)
+        )
+        for number, outcome, count in rows:
+            found.days[int(number)][f"packs_{outcome}"] = int(count)
 
     def _by_ranges(
         self,

@@ -181,6 +181,18 @@ flush_runs = Table(
     **_TABLE_OPTIONS,
 )
 
+# How prepared packs came out per scope, in quarter hours (the console's Activity page; counts
+# only). Written in batches by RecallLedger, never on the prompt path.
+recall_counts = Table(
+    "recall_counts",
+    metadata,
+    Column("scope_id", String(256), primary_key=True),
+    Column("bucket", BigInteger, primary_key=True, autoincrement=False),  # epoch ms // 900,000
+    Column("outcome", String(16), primary_key=True),  # ready, no_match, no_memory, budget
+    Column("count", Integer, nullable=False),
+    **_TABLE_OPTIONS,
+)
+
 tokens = Table(
     "tokens",
     metadata,
