@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import Connection, delete, update
 
 from powercontext_runtime.cli.main import main as cli_main
 from powercontext_runtime.cli.progress import Progress
 from powercontext_runtime.composition import Runtime
 from powercontext_runtime.contract.memory import RememberMemoryRequest
+from powercontext_runtime.portability import migrate as migrate_module
+from powercontext_runtime.portability.exporter import PROGRESS_KEYS
 from powercontext_runtime.settings import Settings
+from powercontext_runtime.store.activity import DAY_MS, ActivityStore
+from powercontext_runtime.store.database import now_ms
+from powercontext_runtime.store.schema import flush_runs, memory_versions
 from tests.support.backends import database_url_for
 from tests.support.realistic_scope import packs, populate
 
@@ -87,7 +95,7 @@ def test_bad_arguments_and_files(
     assert code == 1
     error = json.loads(stderr)["error"]
     assert error["code"] == "import_unsupported_version"
-    assert error["details"] == {"line": 1, "field": "version", "supported": [1]}
+    assert error["details"] == {"line": 1, "field": "version", "supported": [1, 2]}
     code, _, stderr = run(
         capsys, "export", "--data-dir", str(home), "--scope", "nope", "-o", str(tmp_path / "x")
     )
@@ -114,12 +122,16 @@ def test_migrate_copies_and_verifies(
     assert (report["scopes"], report["imported"], report["identical"]) == (2, 2, 0)
     assert report["counts"]["source"] == report["counts"]["target"]
     assert report["verified"] == {"counts": True, "records": 2, "packs": 12, "pack_mismatches": 0}
+    assert report["counts"]["target"]["flush_runs"] == 2  # one per scope, verified too
     assert not list(home.glob(".powercontext-migrate-*"))  # the temporary export is gone
 
     source = Runtime.open(Settings.load(env={}, home=home))
     target = Runtime.open(Settings.load(env={}, home=tmp_path / "t", database_url=url))
     try:
         assert packs(target, SHOP) == packs(source, SHOP)
+        for scope in (SHOP, LIB):  # the Activity page counts the same flushes
+            assert activity(target, scope) == activity(source, scope)
+            assert sum(day.get("flush_runs", 0) for day in activity(source, scope)) == 1
         # Migrating again is safe: everything is there, identically.
         code, stdout, stderr = run(capsys, "migrate", "--data-dir", str(home), "--to", url)
         assert code == 0, stderr
@@ -145,6 +157,119 @@ def test_migrate_never_shows_the_password(home: Path, capsys: pytest.CaptureFixt
         capsys, "migrate", "--data-dir", str(home), "--to", f"sqlite:///{home / 'powercontext.db'}"
     )
     assert code == 1 and "is the database being migrated" in stderr
+
+
+def activity(rt: Runtime, scope: str) -> list[dict[str, int]]:
+    today = now_ms() // DAY_MS
+    days = ActivityStore(rt.db).activity(scope, today - 13, 14, 0).days
+    return [dict(days[day]) for day in sorted(days)]
+
+
+def _progress_total(path: Path) -> int:
+    counts = json.loads(path.read_bytes().split(b"\n", 1)[0])["counts"]
+    return sum(counts[key] for key in PROGRESS_KEYS)
+
+
+def test_export_and_migrate_print_progress_on_stderr(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not a terminal (capsys): one plain line at every tenth, on stderr; stdout is the
+    result alone."""
+    out = tmp_path / "scopes.jsonl"
+    code, stdout, stderr = run(capsys, "export", "--data-dir", str(home), "-o", str(out))
+    assert code == 0, stderr
+    total = _progress_total(out)
+    assert total > 0
+    assert stderr.splitlines() == [
+        f"exported 0/{total} records",
+        f"exported {total}/{total} records",
+    ]
+    assert stdout.startswith("exported 2 scope(s) to ") and "records" not in stdout
+
+    url = f"sqlite:///{tmp_path / 'target.db'}"
+    code, stdout, stderr = run(capsys, "migrate", "--data-dir", str(home), "--to", url)
+    assert code == 0, stderr
+    lines = stderr.splitlines()
+    finals = [
+        f"exported {total}/{total} records",
+        f"checked {total}/{total} records",
+        f"imported {total}/{total} records",
+        "verified 2/2 scopes",
+    ]
+    assert lines[0] == f"exported 0/{total} records"
+    assert all(line in lines for line in finals), lines
+    assert [lines.index(line) for line in finals] == sorted(lines.index(line) for line in finals)
+    assert lines[-1] == "verified 2/2 scopes"
+    assert all(
+        line.split(" ")[0] in {"exported", "checked", "imported", "verified"} for line in lines
+    )
+    assert stdout.startswith("migrated 2 of 2 scope(s)") and "records" not in stdout.split("\n")[0]
+
+
+def _lose_flush_history(conn: Connection) -> None:
+    conn.execute(delete(flush_runs).where(flush_runs.c.scope_id == LIB))
+
+
+def _change_texts(conn: Connection) -> None:
+    v = memory_versions
+    conn.execute(
+        update(v)
+        .where(v.c.scope_id == SHOP, v.c.valid_to.is_(None))
+        .values(text=v.c.text + " (tampered)")
+    )
+
+
+#: Stored texts of the realistic scopes: none may reach an error or a log line.
+CONTENT = ("listens", "billing", "persistence", "数据库", "chatter", "tampered", "acme", "lint")
+
+
+@pytest.mark.parametrize(
+    ("tamper", "scope_index", "packs_differ"),
+    [(_lose_flush_history, 0, False), (_change_texts, 1, True)],
+    ids=["flush history lost", "texts changed"],
+)
+def test_migrate_reports_a_copy_that_does_not_verify(
+    tamper: Callable[[Connection], None],
+    scope_index: int,
+    packs_differ: bool,
+    home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The target changes between the copy and the verification (as a damaged copy would):
+    the real verification finds it, and says so without quoting any stored content."""
+    real_write = migrate_module.write_plan
+
+    def write_then_tamper(db: Any, *args: Any, **kwargs: Any) -> None:
+        real_write(db, *args, **kwargs)
+        db.write(tamper)
+
+    monkeypatch.setattr(migrate_module, "write_plan", write_then_tamper)
+    caplog.set_level(logging.DEBUG)
+    url = f"sqlite:///{tmp_path / 'target.db'}"
+    code, stdout, stderr = run(capsys, "migrate", "--data-dir", str(home), "--to", url, "--json")
+    assert code == 1 and stdout == ""
+    error = json.loads(stderr.splitlines()[-1])["error"]
+    assert error["code"] == "migrate_verify_failed"
+    assert error["message"].startswith("the target does not match the source after the import")
+    assert [s["scope_index"] for s in error["details"]["scopes"]] == [scope_index]
+    assert (error["details"]["pack_mismatches"] > 0) is packs_differ
+    assert "1 scope(s) with other records" in error["message"]
+
+    code, _, human = run(capsys, "migrate", "--data-dir", str(home), "--to", url)
+    # Run again, the copy that failed is not taken for a good one: its scope conflicts.
+    assert code == 1 and "(import_conflict" in human
+    assert "Traceback" not in stderr + human
+    logged = [
+        " ".join([record.getMessage(), *map(str, record.__dict__.values())])
+        for record in caplog.records
+    ]
+    for text in CONTENT:
+        assert text not in stderr and text not in human
+        assert not [line for line in logged if text in line], text
+    assert not list(home.glob(".powercontext-migrate-*"))  # the temporary export is gone
 
 
 class _Terminal(io.StringIO):

@@ -39,7 +39,8 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
         help="write scopes' data as JSON Lines (every family and version; no tokens)",
         description="Write every record of the chosen scopes (default: all) as one "
         "powercontext.export file: Memory entries with every version, Experience, Skills, "
-        "candidates, Handoffs and their delivery, Context References, captured sources. "
+        "candidates, Handoffs and their delivery, Context References, captured sources "
+        "and the flush history. "
         "Tokens and derived indexes are not exported. The same data always gives the same "
         "bytes.",
         parents=[common, db_args],

@@ -1,10 +1,12 @@
 """Export: every authoritative row of the chosen scopes as ``powercontext.export`` records.
 
 One read snapshot covers the whole export, so it is consistent while a daemon keeps writing
-(what is committed after the export started is not in it). Derived data — the full-text
-index, document frequencies, vectors — is left out and rebuilt by the import; so are tokens
-(and the console key, which is a file), and bootstrap receipts, which belong to a token and
-expire (docs/decisions/portability.md).
+(what is committed after the export started is not in it; tests/e2e/test_portability_daemon.py
+exports while a daemon writes). Derived data — the full-text index, document frequencies,
+vectors — is left out and rebuilt by the import; so are tokens (and the console key, which is a
+file), bootstrap receipts, which belong to a token and expire, and recall counts, which
+describe one daemon (docs/decisions/portability.md lists every table;
+tests/runtime/test_portability.py fails for a table it does not).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ..store.schema import (
     artifact_revisions,
     candidate_versions,
     candidates,
+    flush_runs,
     handoff_deliveries,
     memory_entries,
     memory_heads,
@@ -60,9 +63,17 @@ _COUNTED: dict[str, Table] = {
     "candidates": candidates,
     "candidate_versions": candidate_versions,
     "sources": sources,
+    "flush_runs": flush_runs,
 }
 #: The records a progress bar counts (one per row; a scope's single records are not).
-PROGRESS_KEYS = ("memory_versions", "artifact_revisions", "artifact_heads", "candidates", "sources")
+PROGRESS_KEYS = (
+    "memory_versions",
+    "artifact_revisions",
+    "artifact_heads",
+    "candidates",
+    "sources",
+    "flush_runs",
+)
 _YIELD = 2000
 
 
@@ -209,6 +220,7 @@ def scope_records(
             "flush_cursor": source_head.flush_cursor,
         }
         yield from _sources(conn, scope_id)
+        yield from _flush_runs(conn, scope_id)
 
 
 def _memory_versions(conn: Connection, scope_id: str) -> Iterator[dict[str, Any]]:
@@ -358,6 +370,26 @@ def _sources(conn: Connection, scope_id: str) -> Iterator[dict[str, Any]]:
         }
 
 
+def _flush_runs(conn: Connection, scope_id: str) -> Iterator[dict[str, Any]]:
+    """The flush history (counts only; the console's Activity page), by cursor."""
+    f = flush_runs
+    query = (
+        select(f.c.to_cursor, f.c.from_cursor, f.c.sources, f.c.entries, f.c.created_at)
+        .where(f.c.scope_id == scope_id)
+        .order_by(f.c.to_cursor)
+    )
+    for row in conn.execution_options(yield_per=_YIELD).execute(query):
+        yield {
+            "type": "flush_run",
+            "scope_id": scope_id,
+            "to_cursor": row.to_cursor,
+            "from_cursor": row.from_cursor,
+            "sources": row.sources,
+            "entries": row.entries,
+            "created_at": row.created_at,
+        }
+
+
 def scope_lines(conn: Connection, scope_id: str, counts: dict[str, int]) -> Iterator[bytes]:
     """One scope's section as encoded lines."""
     for record in scope_records(conn, scope_id, counts):
@@ -417,5 +449,5 @@ def export(
 
 
 _PROGRESS_TYPES = frozenset(
-    {"memory_version", "artifact_revision", "artifact_head", "candidate", "source"}
+    {"memory_version", "artifact_revision", "artifact_head", "candidate", "source", "flush_run"}
 )

@@ -44,6 +44,7 @@ from ..store.schema import (
     artifact_revisions,
     candidate_versions,
     candidates,
+    flush_runs,
     handoff_deliveries,
     memory_entries,
     memory_facets,
@@ -58,6 +59,7 @@ from .exporter import PROGRESS_KEYS, SCOPE_TABLES, count_scopes, long_statements
 from .records import (
     COUNT_KEYS,
     MAX_LINE_BYTES,
+    VERSION,
     ExportFormatError,
     Header,
     ScopeReader,
@@ -94,6 +96,7 @@ class ScopeSection:
     raw_digest: str = ""
     counts: dict[str, int] = field(default_factory=zero_counts)
     action: str = "import"  # or "identical"
+    version: int = VERSION  # the file's format version
 
 
 @dataclass(slots=True)
@@ -178,8 +181,10 @@ def plan_import(handle: IO[bytes], progress: Progress | None = None) -> ImportPl
                     f"line {number}: the scopes' sections must follow the header's list",
                     details={"line": number, "field": "scope_id"},
                 )
-            sections.append(ScopeSection(index, head.scopes[index], number, offset))
-            reader = ScopeReader(head.scopes[index])
+            sections.append(
+                ScopeSection(index, head.scopes[index], number, offset, version=head.version)
+            )
+            reader = ScopeReader(head.scopes[index], head.version)
             digest = hashlib.sha256()
         elif reader is None:
             raise ExportFormatError(
@@ -215,7 +220,7 @@ def plan_import(handle: IO[bytes], progress: Progress | None = None) -> ImportPl
 
 
 _PROGRESS_TYPES = frozenset(
-    {"memory_version", "artifact_revision", "artifact_head", "candidate", "source"}
+    {"memory_version", "artifact_revision", "artifact_head", "candidate", "source", "flush_run"}
 )
 
 
@@ -262,7 +267,7 @@ def _section_records(
     handle: IO[bytes], section: ScopeSection
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """The section's canonical records, checked again, then its raw digest compared."""
-    reader = ScopeReader(section.scope_id)
+    reader = ScopeReader(section.scope_id, section.version)
     digest = hashlib.sha256()
     last = section.line
     for number, offset, raw in _lines(handle, section.start, section.line):
@@ -481,6 +486,7 @@ class _ScopeWriter:
         self._revisions = _Rows(conn, memory_revisions, batch)
         self._artifacts = _Rows(conn, artifact_revisions, batch)
         self._sources = _Rows(conn, sources, batch)
+        self._flush_runs = _Rows(conn, flush_runs, batch)
         self._version_id = _next_id(conn, memory_versions)
         self._artifact_id = _next_id(conn, artifact_revisions)
         self._entries: dict[str, _Current] = {}
@@ -666,9 +672,28 @@ class _ScopeWriter:
             }
         )
 
+    def _flush_run(self, r: dict[str, Any]) -> None:
+        self._flush_runs.add(
+            {
+                "scope_id": r["scope_id"],
+                "to_cursor": r["to_cursor"],
+                "from_cursor": r["from_cursor"],
+                "sources": r["sources"],
+                "entries": r["entries"],
+                "created_at": r["created_at"],
+            }
+        )
+
     def finish(self) -> None:
         """The rest of the buffered rows, the entries' pointers and the search documents."""
-        for rows in (self._versions, self._revisions, self._artifacts, self._sources):
+        rows_of = (
+            self._versions,
+            self._revisions,
+            self._artifacts,
+            self._sources,
+            self._flush_runs,
+        )
+        for rows in rows_of:
             rows.flush()
         if self._texts:
             self._send()

@@ -1,4 +1,4 @@
-"""The export format ``powercontext.export`` version 1: records, their canonical form, checks.
+"""The export format ``powercontext.export`` version 2: records, their canonical form, checks.
 
 An export is JSON Lines: a header line, then each scope's section — a ``scope`` record and the
 scope's records in a fixed order of types (:data:`TYPE_ORDER`). Every record is one JSON
@@ -13,6 +13,10 @@ positions, each entry version's content hash and each source's payload hash (whi
 edited or damaged line), version chains (``valid_to``), heads, and the counts the ``scope``
 record announces (which catch a truncated file). Errors name the line and the field, never a
 value: a value can be stored content.
+
+Version 2 added the ``flush_run`` records (and their ``counts`` key); a version 1 file has
+none and is still read, its records taking their version 2 canonical form (``flush_runs``
+counted 0), so a scope imported from it compares equal to its re-export.
 """
 
 from __future__ import annotations
@@ -46,7 +50,10 @@ __all__ = [
 ]
 
 FORMAT = "powercontext.export"
-VERSION = 1
+VERSION = 2
+#: The versions this runtime imports. Each new version only adds record types (and their
+#: count keys), so an older file is a newer one without those records.
+READABLE = (1, 2)
 #: Longest line read (a captured source of 200,000 characters fits several times over); a
 #: longer one is refused instead of being read into memory whole.
 MAX_LINE_BYTES = 8 << 20
@@ -60,7 +67,12 @@ COUNT_KEYS = (
     "candidates",
     "candidate_versions",
     "sources",
+    "flush_runs",
 )
+#: The ``counts`` keys of each readable version.
+VERSION_COUNT_KEYS = {1: COUNT_KEYS[:7], 2: COUNT_KEYS}
+#: The record types added after each readable version: a file of that version has none.
+LATER_TYPES = {1: frozenset({"flush_run"}), 2: frozenset()}
 
 SCOPE = ("type", "scope_id", "counts")
 MEMORY_HEAD = ("type", "scope_id", "revision", "updated_at")
@@ -86,6 +98,7 @@ SOURCE = (
     "type", "scope_id", "position", "source_id", "name", "payload_hash", "content", "metadata",
     "created_at",
 )  # fmt: skip
+FLUSH_RUN = ("type", "scope_id", "to_cursor", "from_cursor", "sources", "entries", "created_at")
 
 KEYS: dict[str, tuple[str, ...]] = {
     "scope": SCOPE,
@@ -98,6 +111,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "handoff_delivery": HANDOFF_DELIVERY,
     "source_head": SOURCE_HEAD,
     "source": SOURCE,
+    "flush_run": FLUSH_RUN,
 }
 #: The order of record types inside a scope's section; the types marked once appear at most
 #: once. A fixed order makes the format canonical and lets a reader check as it streams.
@@ -283,7 +297,8 @@ class Header:
     runtime: str
     backend: str
     scopes: list[str]
-    counts: dict[str, int]
+    counts: dict[str, int]  # every key of COUNT_KEYS (those the file's version lacks: 0)
+    version: int = VERSION
 
 
 def check_header(value: Any) -> Header:
@@ -292,13 +307,13 @@ def check_header(value: Any) -> Header:
         if type(value) is not dict or value.get("format") != FORMAT:
             raise _Bad("format", f"the file is not a {FORMAT} file")
         version = value.get("version")
-        if version != VERSION or type(version) is not int:
+        if version not in READABLE or type(version) is not int:
             raise ExportFormatError(
                 f"export format version {version if type(version) is int else '?'} is not one "
-                f"this runtime reads (it reads version {VERSION}); import it with the "
-                "release that wrote it, or a newer one",
+                f"this runtime reads (it reads versions {', '.join(map(str, READABLE))}); "
+                "import it with the release that wrote it, or a newer one",
                 code="import_unsupported_version",
-                details={"line": 1, "field": "version", "supported": [VERSION]},
+                details={"line": 1, "field": "version", "supported": list(READABLE)},
             )
         _fields(value, HEADER_KEYS)
         runtime = _text(value["runtime"], "runtime", 64)
@@ -310,15 +325,19 @@ def check_header(value: Any) -> Header:
         keys = [s.encode("utf-8") for s in checked]
         if keys != sorted(set(keys)):
             raise _Bad("scopes", "must be distinct and in byte order")
-        counts = _counts(value["counts"], "counts")
+        counts = _counts(value["counts"], "counts", version)
     except _Bad as exc:
         raise _error(1, exc) from None
-    return Header(runtime, backend, checked, counts)
+    return Header(runtime, backend, checked, counts, version)
 
 
-def _counts(value: Any, name: str) -> dict[str, int]:
-    _fields_named(value, COUNT_KEYS, name)
-    return {key: _int(value[key], f"{name}.{key}") for key in COUNT_KEYS}
+def _counts(value: Any, name: str, version: int) -> dict[str, int]:
+    """The counts of a file of ``version``, with every current key (0 where it has none)."""
+    keys = VERSION_COUNT_KEYS[version]
+    _fields_named(value, keys, name)
+    counts = zero_counts()
+    counts.update({key: _int(value[key], f"{name}.{key}") for key in keys})
+    return counts
 
 
 def _fields_named(value: Any, keys: tuple[str, ...], name: str) -> None:
@@ -356,6 +375,7 @@ class ScopeReader:
     """
 
     scope_id: str
+    version: int = VERSION  # the file's format version
     counts: dict[str, int] = field(default_factory=zero_counts)
     expected: dict[str, int] | None = None
     memory_head: int | None = None
@@ -368,6 +388,7 @@ class ScopeReader:
     source_head: tuple[int, int] | None = None
     source_ids: set[str] = field(default_factory=set)
     position: int = 0
+    flushed_to: int = 0  # the last flush run's to_cursor
     _rank: int = -1
     _seen_once: set[str] = field(default_factory=set)
 
@@ -405,7 +426,7 @@ class ScopeReader:
         if not isinstance(record, dict):
             raise _Bad(None, "a record must be a JSON object")
         kind = record.get("type")
-        if kind not in _RANK or type(kind) is not str:
+        if type(kind) is not str or kind not in _RANK or kind in LATER_TYPES[self.version]:
             raise _Bad("type", "unknown record type")
         if record.get("scope_id") != self.scope_id:
             raise _Bad("scope_id", "the record belongs to another scope's section")
@@ -422,7 +443,7 @@ class ScopeReader:
     # -- per type ------------------------------------------------------------------------------
 
     def _scope(self, r: dict[str, Any]) -> dict[str, Any]:
-        self.expected = _counts(r["counts"], "counts")
+        self.expected = _counts(r["counts"], "counts", self.version)
         return {"type": "scope", "scope_id": self.scope_id, "counts": self.expected}
 
     def _memory_head(self, r: dict[str, Any]) -> dict[str, Any]:
@@ -661,6 +682,27 @@ class ScopeReader:
             "created_at": _int(r["created_at"], "created_at"),
         }
 
+    def _flush_run(self, r: dict[str, Any]) -> dict[str, Any]:
+        if self.source_head is None:
+            raise _Bad("type", "flush runs need the scope's source_head record first")
+        to_cursor = _int(r["to_cursor"], "to_cursor", 1)
+        from_cursor = _int(r["from_cursor"], "from_cursor")
+        if from_cursor < self.flushed_to or to_cursor <= from_cursor:
+            raise _Bad("from_cursor", "flush runs must follow each other, each moving the cursor")
+        if to_cursor > self.source_head[1]:
+            raise _Bad("to_cursor", "a flush run cannot move the cursor past the flush cursor")
+        self.flushed_to = to_cursor
+        self.counts["flush_runs"] += 1
+        return {
+            "type": "flush_run",
+            "scope_id": self.scope_id,
+            "to_cursor": to_cursor,
+            "from_cursor": from_cursor,
+            "sources": _int(r["sources"], "sources"),
+            "entries": _int(r["entries"], "entries"),
+            "created_at": _int(r["created_at"], "created_at"),
+        }
+
 
 def _payload_hash(content: str, metadata: dict[str, Any] | None) -> str:
     try:
@@ -680,4 +722,5 @@ _READERS: dict[str, Callable[[ScopeReader, dict[str, Any]], dict[str, Any]]] = {
     "handoff_delivery": ScopeReader._handoff_delivery,
     "source_head": ScopeReader._source_head,
     "source": ScopeReader._source,
+    "flush_run": ScopeReader._flush_run,
 }
