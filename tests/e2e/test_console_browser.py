@@ -2,7 +2,9 @@
 
 One walk through what a reviewer does — log in, approve a candidate, watch a conflict when
 someone else acted first, inspect the pack a prompt would get and why — plus the language
-toggle and logout; Memory's search, filters and history; the Bootstrap and Activity pages.
+toggle and logout; revising and rejecting a candidate, following its evidence to the exact
+Memory entry version, a whole review with the keyboard only; Memory's search, filters (state
+too), retirement and history; the Bootstrap and Activity pages.
 Every wait is on the page's DOM. The screenshots in docs/ui.md come from this run:
 ``POWERCONTEXT_UI_SCREENSHOTS=docs/images`` (``make ui-screenshots``) copies them there.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from tests.e2e.helpers import (
     EXPLAIN,
     FLUSH,
     HANDOFF_COMMIT,
+    LIST,
     PREPARE,
     PROPOSE_EXPERIENCE,
     RECEIPTS,
@@ -70,7 +73,9 @@ def browser(daemon: Daemon, tmp_path: Path) -> Iterator[Browser]:
         yield running
 
 
-def propose(http: httpx.Client, lesson: str, source_id: str) -> dict[str, Any]:
+def propose(
+    http: httpx.Client, lesson: str, source_id: str, artifact_refs: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     captured = http.post(
         SOURCES, json={"scope_id": SCOPE, "source_id": source_id, "content": "captured prompt"}
     )
@@ -84,6 +89,7 @@ def propose(http: httpx.Client, lesson: str, source_id: str) -> dict[str, Any]:
             "lesson": lesson,
         },
         "source_refs": [{"name": "content", "source_id": source_id}],
+        "artifact_refs": list(artifact_refs),
         "reason": "seen in two sessions",
     }
     response = http.post(PROPOSE_EXPERIENCE, json=body)
@@ -122,9 +128,15 @@ def test_review_a_candidate_watch_a_conflict_and_inspect_a_pack(
     daemon: Daemon, browser: Browser, shots: Path
 ) -> None:
     with daemon.client() as http:
-        remember(http, SCOPE, "Run the contract tests on both backends before changing persistence",
-                 kind="convention", tags=["persistence"])  # fmt: skip
-        approved_one = propose(http, "Run the contract tests before pushing", "src-approve")
+        rule = remember(http, SCOPE, "Run the contract tests on both backends before changing "
+                        "persistence", kind="convention", tags=["persistence"])  # fmt: skip
+        memory_ref = {
+            "family": "memory",
+            "artifact_id": "memory",
+            "revision": rule["memory"]["revision"],
+        }
+        approved_one = propose(http, "Run the contract tests before pushing", "src-approve",
+                               [memory_ref])  # fmt: skip
         contested = propose(http, "Run both backends' contract tests", "src-conflict")
 
         # Log in (keyboard only); the session cookie is invisible to the page's script.
@@ -138,7 +150,10 @@ def test_review_a_candidate_watch_a_conflict_and_inspect_a_pack(
         # Approve a candidate: the diff, the evidence, then the decision.
         open_candidate(browser, approved_one["candidate_id"])
         assert "src-approve" in browser.element("#evidence").text
+        browser.text_in("#evidence .memory-ref-what", rule["entry"]["citation"]["entry_id"])
         browser.screenshot(shots / "console-inbox.png")
+        browser.driver.execute_script("document.getElementById('evidence-title').scrollIntoView()")
+        browser.screenshot(shots / "console-inbox-evidence.png")
         browser.click("#approve")
         done = browser.element("#review-done")
         assert "version 1" in done.text
@@ -400,4 +415,305 @@ def test_filters_history_bootstrap_and_activity(
         browser.screenshot(shots / "console-activity-zh.png")
         browser.click("#lang-toggle")
         browser.text_in("#activity-title", "Activity")
+        assert browser.console_errors() == []
+
+
+def test_revise_a_candidate_then_watch_a_revise_conflict(
+    daemon: Daemon, browser: Browser, shots: Path
+) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    new_lesson = "Dry-run the migrations on both backends before pushing"
+    with daemon.client() as http:
+        pending = propose(http, "Dry-run the migrations first", "src-revise")
+        candidate_id = pending["candidate_id"]
+        log_in(browser, daemon.token)
+        use_scope(browser)
+        open_candidate(browser, candidate_id)
+
+        # Revise version 1: every field is editable, the focus starts in the first one.
+        browser.click("#revise-candidate")
+        assert browser.focused() == browser.element("#revise-field-situation")
+        assert (
+            browser.element("#revise-field-lesson").get_attribute("value")
+            == (pending["proposal"]["lesson"])
+        )
+        assert browser.element("#revise-note").get_attribute("value") == "seen in two sessions"
+        browser.type("#revise-field-lesson", new_lesson)
+        browser.type("#revise-note", "narrowed the lesson to the migrations")
+        assert "version 2" in browser.element("#revise-save").text
+        browser.screenshot(shots / "console-inbox-revise.png")
+        browser.click("#revise-save")
+        done = browser.element("#review-done")
+        assert "Saved version 2" in done.text and "version 1" in done.text
+        browser.text_in("#candidate-version", "version 2")
+        assert browser.element("#candidate-detail article").get_attribute("data-version") == "2"
+        assert browser.focused() == browser.element("#candidate-title")
+        # Its diff: version 2 against version 1, only the lesson changed.
+        assert browser.element("#diff-base").get_attribute("value") == "previous"
+        lesson = '#diff-body table.diff[data-field="lesson"]'
+        assert new_lesson in browser.element(f"{lesson} tr.ins").text
+        assert pending["proposal"]["lesson"] in browser.element(f"{lesson} tr.del").text
+        assert "unchanged" in browser.element('#diff-body .fieldname[data-field="action"]').text
+        stored = candidate(http, candidate_id)
+        assert stored["version"] == 2 and stored["status"] == "pending"
+        assert stored["proposal"] == dict(pending["proposal"], lesson=new_lesson)
+        assert stored["reason"] == "narrowed the lesson to the migrations"
+        assert stored["source_refs"] == pending["source_refs"]  # the evidence carried over
+        first = http.post(
+            CANDIDATES_GET, json={"scope_id": SCOPE, "candidate_id": candidate_id, "version": 1}
+        )
+        assert first.json()["proposal"] == pending["proposal"]  # version 1 stays as it was
+
+        # A revise conflict: someone else revises version 2 while it is being edited.
+        browser.click("#revise-candidate")
+        browser.type("#revise-field-outcome", "Found the dialect difference before CI did")
+        theirs = dict(stored["proposal"], action="Ran the dry run on SQLite only")
+        other = http.post(
+            CANDIDATES_REVISE,
+            json={"scope_id": SCOPE, "candidate_id": candidate_id, "expected_version": 2,
+                  "proposal": theirs},
+        )  # fmt: skip
+        assert other.status_code == 200, other.text
+        browser.click("#revise-save")
+        conflict = browser.element("#conflict")
+        assert conflict.get_attribute("data-code") == "candidate_conflict"
+        assert "version 2" in conflict.text and "version 3" in conflict.text
+        assert "Nothing was saved" in conflict.text
+        assert browser.focused() == conflict
+        # The edit is still on screen; nothing of it was stored.
+        assert browser.element("#revise-field-outcome").get_attribute("value") == (
+            "Found the dialect difference before CI did"
+        )
+        now = candidate(http, candidate_id)
+        assert now["version"] == 3 and now["proposal"] == theirs
+        browser.click("#conflict-reload")
+        browser.text_in("#candidate-version", "version 3")
+        assert (
+            theirs["action"] in browser.element('#diff-body table.diff[data-field="action"]').text
+        )
+
+        # In Chinese; Esc closes the editor and gives the focus back to its button.
+        browser.click("#lang-toggle")
+        browser.text_in("#nav-inbox", "审核收件箱")
+        browser.click("#revise-candidate")
+        browser.text_in("#revise-save", "保存为第 4 版")
+        browser.text_in("#revise-title", "修改为第 4 版")
+        browser.element("#revise-field-lesson").send_keys(Keys.ESCAPE)
+        browser.gone("#revise-form")
+        assert browser.focused() == browser.element("#revise-candidate")
+        browser.click("#lang-toggle")
+        browser.text_in("#nav-inbox", "Review Inbox")
+        assert candidate(http, candidate_id)["version"] == 3
+        assert browser.console_errors() == []
+
+
+def test_follow_a_memory_citation_from_a_candidate_to_the_exact_entry_version(
+    daemon: Daemon, browser: Browser, shots: Path
+) -> None:
+    text = "Evidence links: the payments client retries three times"
+    with daemon.client() as http:
+        written = remember(http, SCOPE, text, kind="fact", tags=["payments"])
+        cited, revision = written["entry"]["citation"], written["memory"]["revision"]
+        assert cited["memory_ref"]["revision"] == revision
+        later = http.post(REVISE, json={"scope_id": SCOPE, "citation": cited,
+                                        "text": text + ", with jittered backoff"})  # fmt: skip
+        assert later.status_code == 200, later.text
+        memory_ref = {"family": "memory", "artifact_id": "memory", "revision": revision}
+        pending = propose(http, "Check the payments retries", "src-evidence", [memory_ref])
+        log_in(browser, daemon.token)
+        use_scope(browser)
+        open_candidate(browser, pending["candidate_id"])
+
+        # The source at its exact reference; the Memory revision as a link, naming its entry.
+        source = browser.element('#evidence .source-ref[data-source="src-evidence"]')
+        assert source.find_element("css selector", "code").text == "src-evidence"
+        assert "content" in source.text
+        link = browser.element(f'#evidence a.evidence-memory[data-revision="{revision}"]')
+        assert link.get_attribute("href").endswith(f"#/memory/at/{revision}")
+        assert f"revision {revision}" in link.text
+        browser.text_in("#evidence .memory-ref-what", cited["entry_id"])
+        browser.click(f'#evidence a.evidence-memory[data-revision="{revision}"]')
+
+        # The Memory page at that entry's exact cited version, not its current one.
+        assert f"revision {revision}" in browser.element("#entry-cited").text
+        browser.wait(
+            lambda d: json.loads(browser.element("#entry-citation").text) == cited
+        )  # fmt: skip
+        assert browser.element("#entry-text").get_attribute("textContent") == text
+        browser.element('#entry-history li[data-version="2"]')
+        shown = browser.element('#entry-history li[data-version="1"]')
+        assert shown.get_attribute("aria-current") == "true"
+        assert cited["entry_version_id"] in shown.text
+        assert browser.focused() == browser.element("#entry-title")
+        assert browser.driver.current_url.endswith(f"#/memory/at/{revision}")
+        browser.screenshot(shots / "console-memory-cited.png")
+        # Back to the candidate.
+        browser.driver.back()
+        browser.element(f'#candidate-detail article[data-candidate="{pending["candidate_id"]}"]')
+        assert browser.console_errors() == []
+
+
+def test_reject_a_candidate_with_its_reason(daemon: Daemon, browser: Browser) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    reason = "Duplicates the contract-test lesson already approved"
+    with daemon.client() as http:
+        pending = propose(http, "Reject me: a lesson nobody needs", "src-reject")
+        candidate_id = pending["candidate_id"]
+        log_in(browser, daemon.token)
+        use_scope(browser)
+        open_candidate(browser, candidate_id)
+        # No reason: refused in the page, the focus in the reason field, nothing sent.
+        browser.click("#reject")
+        assert "Write a reason" in browser.element("#review-result .alert").text
+        assert browser.focused() == browser.element("#reject-reason")
+        assert candidate(http, candidate_id)["status"] == "pending"
+        browser.type("#reject-reason", reason)
+        browser.click("#reject")
+        assert "Rejected version 1" in browser.element("#review-done").text
+        browser.text_in("#candidate-status", "rejected")
+        assert reason in browser.element("#candidate-detail dl.meta").text
+        assert not browser.driver.find_elements("css selector", "#approve, #reject")
+        stored = candidate(http, candidate_id)
+        assert stored["status"] == "rejected" and stored["decision_reason"] == reason
+
+        # Listed under "rejected", no longer under "pending".
+        Select(browser.element("#inbox-status")).select_by_value("rejected")
+        browser.element(f'#candidate-list button.candidate[data-candidate="{candidate_id}"]')
+        Select(browser.element("#inbox-status")).select_by_value("pending")
+        browser.wait(lambda d: d.find_elements("css selector", "#candidate-list, #inbox-empty"))
+        listed = [
+            b.get_attribute("data-candidate")
+            for b in browser.driver.find_elements("css selector", "button.candidate")
+        ]
+        assert candidate_id not in listed
+        assert browser.console_errors() == []
+
+
+def listed_entries(browser: Browser) -> list[str] | None:
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    try:
+        return [
+            b.get_attribute("data-entry")
+            for b in browser.driver.find_elements("css selector", "#entry-list button.entry")
+        ]
+    except StaleElementReferenceException:
+        return None
+
+
+def test_retire_an_entry_and_filter_memory_by_state(daemon: Daemon, browser: Browser) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    tag = "state-filter"
+    with daemon.client() as http:
+        kept = remember(http, SCOPE, "State filter: this entry stays active",
+                        tags=[tag])["entry"]["citation"]  # fmt: skip
+        retired = remember(http, SCOPE, "State filter: this entry is retired from the console",
+                           tags=[tag])["entry"]["citation"]  # fmt: skip
+        log_in(browser, daemon.token)
+        use_scope(browser)
+        browser.click("#nav-memory")
+        browser.element("#entry-list")
+        browser.type("#memory-tag", tag)
+        browser.click("#memory-filter")
+        both = [kept["entry_id"], retired["entry_id"]]
+        browser.wait(lambda d: listed_entries(browser) == both)
+
+        # Retire one, with a reason.
+        browser.click(f'button.entry[data-entry="{retired["entry_id"]}"]')
+        browser.type("#entry-reason", "superseded by the runbook")
+        browser.click("#retire")
+        assert "Retired" in browser.element("#entry-done").text
+        browser.text_in("#entry-title", "retired")
+        assert not browser.driver.find_elements("css selector", "#retire, #revise")
+        last = browser.element('#entry-history li[data-version="2"]')
+        assert "retired" in last.text and "superseded by the runbook" in last.text
+        for wanted, ids in (("active", [kept["entry_id"]]), ("inactive", [retired["entry_id"]])):
+            page = http.post(LIST, json={"scope_id": SCOPE, "tag": tag, "state": wanted}).json()
+            assert [e["citation"]["entry_id"] for e in page["entries"]] == ids
+
+        # The state filter, answered by the server: active (the default), retired, both.
+        browser.click("#memory-filter")
+        browser.wait(lambda d: listed_entries(browser) == [kept["entry_id"]])
+        Select(browser.element("#memory-state")).select_by_value("inactive")
+        browser.wait(lambda d: listed_entries(browser) == [retired["entry_id"]])
+        assert "retired" in browser.element("#entry-list").text
+        Select(browser.element("#memory-state")).select_by_value("any")
+        browser.wait(lambda d: listed_entries(browser) == both)
+        assert browser.console_errors() == []
+
+
+FOCUS_SHOWN = """const el = document.activeElement; const style = getComputedStyle(el);
+return [el.matches(':focus-visible'), style.outlineStyle, style.outlineWidth,
+        style.outlineColor];"""
+
+
+def tab_to(browser: Browser, css: str, *, back: bool = False, most: int = 80) -> Any:
+    """Press Tab (Shift+Tab) until ``css`` has the focus; every stop on the way shows it."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    for _ in range(most):
+        keys = ActionChains(browser.driver)
+        if back:
+            keys.key_down(Keys.SHIFT).send_keys(Keys.TAB).key_up(Keys.SHIFT)
+        else:
+            keys.send_keys(Keys.TAB)
+        keys.perform()
+        shown = browser.driver.execute_script(FOCUS_SHOWN)
+        assert shown[0] and shown[1] == "solid" and shown[2] == "3px", (
+            browser.focused().get_attribute("outerHTML")[:200],
+            shown,
+        )
+        if browser.driver.execute_script(
+            "return document.activeElement.matches(arguments[0])", css
+        ):
+            return browser.focused()
+    raise AssertionError(f"{css} never had the focus")
+
+
+def press(browser: Browser, key: str) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    ActionChains(browser.driver).send_keys(key).perform()
+
+
+def test_a_whole_review_with_the_keyboard_only(daemon: Daemon, browser: Browser) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    with daemon.client() as http:
+        pending = propose(http, "Keyboard only: approve this lesson", "src-keyboard")
+        candidate_id = pending["candidate_id"]
+        log_in(browser, daemon.token)  # the token typed, then Enter
+        assert browser.focused() == browser.element("#inbox-title")
+        # The scope, typed into the header's field.
+        tab_to(browser, "#scope-input")
+        assert browser.focused().get_attribute("value") == ""  # a fresh browser profile
+        press(browser, SCOPE + Keys.ENTER)
+        browser.element(f'button.candidate[data-candidate="{candidate_id}"]')
+
+        # The skip link: the first stop, shown when focused; Enter moves the focus to main.
+        skip = tab_to(browser, "a.skip", back=True)
+        assert skip.is_displayed() and skip.rect["x"] >= 0 and skip.rect["y"] >= 0
+        assert "Skip to content" in skip.text
+        press(browser, Keys.ENTER)
+        browser.wait(lambda d: d.execute_script("return document.activeElement.id") == "main")
+
+        # Focus the candidate, open it (Enter): the focus moves to its heading.
+        tab_to(browser, f'button.candidate[data-candidate="{candidate_id}"]')
+        press(browser, Keys.ENTER)
+        browser.element(f'#candidate-detail article[data-candidate="{candidate_id}"]')
+        browser.wait(lambda d: d.execute_script("return document.activeElement.id")
+                     == "candidate-title")  # fmt: skip
+        # Approve it (Space on the button): the outcome is announced, the focus kept.
+        approve = tab_to(browser, "#approve")
+        assert "version 1" in approve.text
+        press(browser, Keys.SPACE)
+        assert "Approved version 1" in browser.element("#review-done").text
+        browser.text_in("#candidate-status", "approved")
+        browser.wait(lambda d: d.execute_script("return document.activeElement.id")
+                     == "candidate-title")  # fmt: skip
+        assert candidate(http, candidate_id)["status"] == "approved"
         assert browser.console_errors() == []

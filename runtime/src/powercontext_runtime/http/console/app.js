@@ -153,10 +153,10 @@
       state.flash = null;
     }
     if (current.view === "pack") main.append(packView());
-    else if (current.view === "memory") main.append(memoryView());
+    else if (current.view === "memory") main.append(memoryView(current.arg));
     else if (current.view === "bootstrap") main.append(bootstrapView());
     else if (current.view === "activity") main.append(activityView());
-    else main.append(inboxView(current.arg));
+    else main.append(inboxView(current.arg, focusMain));
     if (focusMain) {
       const heading = main.querySelector("h1");
       if (heading) heading.focus();
@@ -261,7 +261,7 @@
     return true;
   }
 
-  function inboxView(candidateId) {
+  function inboxView(candidateId, focusCandidate) {
     const section = h("section", { "aria-labelledby": "inbox-title" }, h("h1", { id: "inbox-title", tabindex: "-1" }, t("inbox.title")));
     if (needScope(section)) return section;
     const status = h("select", { id: "inbox-status", onchange: () => { state.inbox.status = status.value; location.hash = "#/inbox"; render(); } },
@@ -278,7 +278,7 @@
     section.append(h("div", { class: "inbox" },
       h("nav", { "aria-label": t("inbox.list") }, list), detail));
     loadCandidates(list, candidateId);
-    if (candidateId) loadCandidate(detail, candidateId);
+    if (candidateId) loadCandidate(detail, candidateId, null, { focus: !!focusCandidate });
     else detail.append(h("p", { class: "muted" }, t("inbox.pick")));
     return section;
   }
@@ -325,7 +325,10 @@
     return String(text || candidate.candidate_id).slice(0, 120);
   }
 
-  async function loadCandidate(detail, candidateId, notice) {
+  // options.focus: move the focus to the candidate's heading once shown (it was opened, or a
+  // decision replaced the panel the focus was in); options.diffBase: what to compare with.
+  async function loadCandidate(detail, candidateId, notice, options) {
+    const opts = options || {};
     detail.replaceChildren(h("p", { class: "muted" }, t("loading")));
     let candidate;
     try {
@@ -334,10 +337,12 @@
       detail.replaceChildren(alertBox("error", describeError(error)));
       return;
     }
-    detail.replaceChildren(candidateView(detail, candidate, notice));
+    detail.replaceChildren(candidateView(detail, candidate, notice, opts.diffBase));
+    const heading = document.getElementById("candidate-title");
+    if (heading && (opts.focus || notice)) heading.focus();
   }
 
-  function candidateView(detail, candidate, notice) {
+  function candidateView(detail, candidate, notice, diffBase) {
     const panel = h("article", {
       class: "panel", "aria-labelledby": "candidate-title",
       "data-candidate": candidate.candidate_id, "data-version": candidate.version,
@@ -357,7 +362,7 @@
     if (candidate.result_artifact) row(t("cand.result"), refText(candidate.result_artifact));
     if (candidate.decision_reason) row(t("cand.decision"), candidate.decision_reason);
     panel.append(meta);
-    panel.append(diffSection(candidate));
+    panel.append(diffSection(candidate, diffBase));
     panel.append(evidenceSection(candidate));
     if (candidate.status === "pending") panel.append(actionsSection(detail, candidate));
     return panel;
@@ -369,13 +374,13 @@
 
   // What the proposal is compared with: the target's current revision when it changes one,
   // else the candidate's previous version; a new v1 is compared with nothing.
-  function diffSection(candidate) {
+  function diffSection(candidate, wanted) {
     const section = h("section", { "aria-labelledby": "diff-title" }, h("h3", { id: "diff-title" }, t("diff.title")));
     const choices = [];
     if (candidate.target) choices.push({ key: "target", label: t("diff.base.target", { ref: refText(candidate.target) }) });
     if (candidate.version > 1) choices.push({ key: "previous", label: t("diff.base.previous", { version: candidate.version - 1 }) });
     choices.push({ key: "none", label: t("diff.base.none") });
-    const select = h("select", { id: "diff-base" }, ...choices.map((c) => h("option", { value: c.key }, c.label)));
+    const select = h("select", { id: "diff-base" }, ...choices.map((c) => h("option", { value: c.key, selected: c.key === wanted }, c.label)));
     const body = h("div", { id: "diff-body", "aria-live": "polite" });
     section.append(h("div", { class: "field" }, h("label", { for: "diff-base" }, t("diff.base")), select), body);
     const show = async () => {
@@ -452,14 +457,42 @@
     return rows;
   }
 
+  // A captured source, exactly as the evidence names it. The API has no read for a captured
+  // source's text (docs/ui.md), so its reference is all there is to show.
+  function sourceRef(ref) {
+    return h("span", { class: "source-ref", "data-source": ref.source_id },
+      t("evidence.source.label", { name: ref.name }), " ", h("code", {}, ref.source_id), " ",
+      h("span", { class: "muted" }, t("evidence.source.noread")));
+  }
+
+  // A Memory reference names a revision of the scope's Memory, not an entry: the link opens
+  // the entry version that revision wrote, at its exact citation (the Memory page resolves it
+  // with list_memory_changes). The label says which entry that is once it is known.
+  function memoryRefLink(ref) {
+    const what = h("span", { class: "muted memory-ref-what" });
+    const link = h("a", { href: "#/memory/at/" + ref.revision, class: "evidence-memory", "data-revision": ref.revision },
+      t("evidence.memory", { revision: ref.revision }));
+    (async () => {
+      try {
+        const change = await memoryChangeAt(ref.revision);
+        if (change) what.textContent = " " + t("evidence.memory.wrote", { op: t("history.op." + change.operation), entry: change.entry_id });
+      } catch (_) { /* the link still opens the Memory page, which says what went wrong */ }
+    })();
+    return h("span", {}, link, what);
+  }
+
+  async function memoryChangeAt(revision) {
+    const found = await api("/v1/memory/changes", { scope_id: state.scope, since_revision: revision - 1, limit: 1 });
+    const change = found.changes[0];
+    return change && change.revision === revision ? change : null;
+  }
+
   function evidenceSection(candidate) {
     const list = h("ul", { class: "evidence", id: "evidence" });
-    for (const ref of candidate.source_refs) {
-      list.append(h("li", {}, t("evidence.source", { name: ref.name, id: ref.source_id })));
-    }
+    for (const ref of candidate.source_refs) list.append(h("li", {}, sourceRef(ref)));
     for (const ref of candidate.artifact_refs) {
       if (ref.family === "memory") {
-        list.append(h("li", {}, t("evidence.memory", { revision: ref.revision })));
+        list.append(h("li", {}, memoryRefLink(ref)));
         continue;
       }
       const item = h("li", {}, refText(ref), " ");
@@ -500,45 +533,107 @@
     const reason = h("textarea", { id: "reject-reason", rows: "2", disabled: !allowed, maxlength: "2000" });
     const approve = h("button", { type: "button", class: "primary", id: "approve", disabled: !allowed }, t("review.approve", { version }));
     const reject = h("button", { type: "button", class: "danger", id: "reject", disabled: !allowed }, t("review.reject", { version }));
-    const decide = async (path, body, done) => {
-      approve.disabled = reject.disabled = true;
+    const revise = h("button", { type: "button", id: "revise-candidate", disabled: !allowed, "aria-expanded": "false", "aria-controls": "revise-form" }, t("review.revise", { version }));
+    const editor = h("div", { id: "revise-holder" });
+    const buttons = [approve, reject, revise];
+    const decide = async (path, body, done, action) => {
+      for (const b of buttons) b.disabled = true;
       result.replaceChildren();
       try {
         const decided = await api(path, { scope_id: state.scope, candidate_id: candidate.candidate_id, expected_version: version, ...body });
         const notice = alertBox("ok", done(decided));
         notice.id = "review-done";
-        await loadCandidate(detail, candidate.candidate_id, notice);
+        await loadCandidate(detail, candidate.candidate_id, notice, action === "revise" ? { diffBase: "previous" } : {});
         const list = document.querySelector("section .list");
         if (list) loadCandidates(list, candidate.candidate_id);
       } catch (error) {
-        result.replaceChildren(conflictBox(detail, candidate, error));
-        approve.disabled = reject.disabled = !allowed;
+        result.replaceChildren(conflictBox(detail, candidate, error, action));
+        for (const b of buttons) b.disabled = !allowed;
         const box = result.querySelector(".alert");
         if (box) box.focus();
       }
     };
     approve.addEventListener("click", () => decide("/v1/artifact-candidates/approve", {}, (d) =>
-      t("review.approved", { version, family: d.result_artifact.family, id: d.result_artifact.artifact_id, revision: d.result_artifact.revision })));
+      t("review.approved", { version, family: d.result_artifact.family, id: d.result_artifact.artifact_id, revision: d.result_artifact.revision }), "approve"));
     reject.addEventListener("click", () => {
       if (!reason.value.trim()) {
         result.replaceChildren(alertBox("error", t("review.reason.missing")));
         reason.focus();
         return;
       }
-      decide("/v1/artifact-candidates/reject", { decision_reason: reason.value }, () => t("review.rejected", { version }));
+      decide("/v1/artifact-candidates/reject", { decision_reason: reason.value }, () => t("review.rejected", { version }), "reject");
     });
-    return h("section", { class: "actions", "aria-label": t("diff.title") },
+    revise.addEventListener("click", () => {
+      if (revise.getAttribute("aria-expanded") === "true") {
+        editor.replaceChildren();
+        revise.setAttribute("aria-expanded", "false");
+        return;
+      }
+      revise.setAttribute("aria-expanded", "true");
+      editor.replaceChildren(reviseForm(candidate, (proposal, note) => decide("/v1/artifact-candidates/revise",
+        { proposal, ...(note ? { reason: note } : {}) }, (d) => t("review.revised", { version: d.version, previous: version }), "revise"),
+      () => { editor.replaceChildren(); revise.setAttribute("aria-expanded", "false"); revise.focus(); }));
+      const first = editor.querySelector("textarea, input");
+      if (first) first.focus();
+    });
+    return h("section", { class: "actions", "aria-label": t("review.actions") },
       allowed ? null : alertBox("warn", t("review.cannot")),
-      h("div", {}, approve),
+      h("div", { class: "row" }, approve, revise),
       h("div", { class: "reject" }, h("div", { class: "field" }, h("label", { for: "reject-reason" }, t("review.reason")), reason), reject),
+      h("div", { class: "revise" }, editor),
       h("div", { class: "result" }, result));
   }
 
-  function conflictBox(detail, candidate, error) {
-    const reload = () => h("button", { type: "button", id: "conflict-reload", onclick: () => loadCandidate(detail, candidate.candidate_id) }, t("conflict.reload"));
+  // The candidate's proposal, every field editable, saved as its next version (the version on
+  // screen is the expected one: a stale one is a conflict). Evidence and target carry over.
+  function reviseForm(candidate, save, cancel) {
+    const version = candidate.version;
+    const names = [...(FIELDS[candidate.family] || [])];
+    for (const key of Object.keys(candidate.proposal)) if (!names.includes(key)) names.push(key);
+    const inputs = {};
+    const fields = names.map((name) => {
+      const value = candidate.proposal[name];
+      const id = "revise-field-" + name;
+      const label = DICT.en["field." + name] ? t("field." + name) : name;
+      const list = Array.isArray(value);
+      const short = candidate.family === "skill" && name === "name";
+      const input = short
+        ? h("input", { id, name, maxlength: "128", required: true, autocomplete: "off" })
+        : h("textarea", { id, name, rows: list || name === "instructions" ? "4" : "2", required: name !== "description", "aria-describedby": list ? id + "-hint" : null });
+      input.value = list ? value.join("\n") : value === undefined || value === null ? "" : String(value);
+      inputs[name] = { input, list };
+      return h("div", { class: "field grow" }, h("label", { for: id }, label), input,
+        list ? h("span", { class: "muted", id: id + "-hint" }, t("review.revise.lines")) : null);
+    });
+    const note = h("input", { id: "revise-note", maxlength: "2000", autocomplete: "off" });
+    note.value = candidate.reason || "";
+    const form = h("form", {
+      id: "revise-form", class: "revise-form", "aria-labelledby": "revise-title",
+      onsubmit: (e) => {
+        e.preventDefault();
+        const proposal = {};
+        for (const [name, { input, list }] of Object.entries(inputs)) {
+          proposal[name] = list ? input.value.split("\n").map((line) => line.trim()).filter(Boolean) : input.value;
+        }
+        save(proposal, note.value.trim());
+      },
+    },
+    h("h3", { id: "revise-title" }, t("review.revise.title", { version, next: version + 1 })),
+    h("p", { class: "muted" }, t("review.revise.intro", { version })),
+    ...fields,
+    h("div", { class: "field grow" }, h("label", { for: "revise-note" }, t("review.revise.note")), note),
+    h("div", { class: "row" },
+      h("button", { type: "submit", class: "primary", id: "revise-save" }, t("review.revise.save", { next: version + 1 })),
+      h("button", { type: "button", id: "revise-cancel", onclick: cancel }, t("review.revise.cancel"))));
+    form.addEventListener("keydown", (e) => { if (e.key === "Escape") { e.preventDefault(); cancel(); } });
+    return form;
+  }
+
+  function conflictBox(detail, candidate, error, action) {
+    const reload = () => h("button", { type: "button", id: "conflict-reload", onclick: () => loadCandidate(detail, candidate.candidate_id, null, { focus: true }) }, t("conflict.reload"));
     let text = null;
     if (error.code === "candidate_conflict") {
-      text = t("conflict.candidate", { expected: error.details.expected_version, current: error.details.current_version });
+      text = t(action === "revise" ? "conflict.candidate.revise" : "conflict.candidate", { expected: error.details.expected_version, current: error.details.current_version });
     } else if (error.code === "candidate_terminal") {
       text = t("conflict.terminal", { status: t("status." + error.details.status) });
     } else if (error.code === "artifact_conflict") {
@@ -557,7 +652,7 @@
 
   // -- Memory browser -----------------------------------------------------------------------
 
-  function memoryView() {
+  function memoryView(arg) {
     const section = h("section", { "aria-labelledby": "memory-title" }, h("h1", { id: "memory-title", tabindex: "-1" }, t("memory.title")));
     if (needScope(section)) return section;
     const m = state.memory;
@@ -590,7 +685,28 @@
       h("div", { class: "field" }, h("button", { type: "submit", id: "memory-filter" }, t("memory.filter.apply")))));
     section.append(h("div", { class: "inbox" }, results, detail));
     run();
+    const cited = /^at\/(\d+)$/.exec(arg || "");
+    if (cited) openCitedRevision(detail, Number(cited[1]));
     return section;
+  }
+
+  // Evidence that cites Memory revision N (from the Review Inbox): the entry version that
+  // revision wrote, at the exact citation {revision N, entry, version}.
+  async function openCitedRevision(detail, revision) {
+    detail.replaceChildren(h("p", { class: "muted" }, t("loading")));
+    let change;
+    try { change = await memoryChangeAt(revision); } catch (error) {
+      detail.replaceChildren(alertBox("error", describeError(error)));
+      return;
+    }
+    if (!change) {
+      detail.replaceChildren(alertBox("error", t("memory.cited.missing", { revision })));
+      return;
+    }
+    const citation = { memory_ref: { family: "memory", artifact_id: "memory", revision }, entry_id: change.entry_id, entry_version_id: change.entry_version_id };
+    const notice = alertBox("warn", t("memory.cited", { revision, op: t("history.op." + change.operation) }));
+    notice.id = "entry-cited";
+    await loadEntry(detail, citation, notice);
   }
 
   async function listMemory(results, detail, cursor, table) {
@@ -670,8 +786,8 @@
     row(t("memory.kind"), entry.kind);
     row(t("memory.tags"), entry.tags.length ? entry.tags.join(", ") : "—");
     if (entry.reason) row(t("memory.reason"), entry.reason);
-    for (const ref of entry.source_refs) row(t("evidence.title"), t("evidence.source", { name: ref.name, id: ref.source_id }));
-    for (const ref of entry.artifact_refs) row(t("evidence.title"), refText(ref));
+    for (const ref of entry.source_refs) row(t("evidence.title"), sourceRef(ref));
+    for (const ref of entry.artifact_refs) row(t("evidence.title"), ref.family === "memory" ? memoryRefLink(ref) : refText(ref));
     panel.append(meta, h("pre", { class: "exact", id: "entry-text" }, entry.text));
     if (entry.state === "active") panel.append(entryActions(detail, entry));
     panel.append(historySection(detail, entry));
