@@ -84,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     results = evaluate(config, ensure_host_clis())
     notes = {
         "scripted": "the deterministic scripted model, bench/task_eval/scripted.py",
-        "anthropic": "Claude Code with the user's Anthropic model",
-        "openai": "Codex with the user's OpenAI model",
+        "anthropic": "Claude Code with the user's Anthropic-API model "
+        + (os.environ.get("POWERCONTEXT_EVAL_CLAUDE_MODEL") or "(the host's default)"),
+        "openai": "Codex with the user's OpenAI-API model "
+        + os.environ.get("POWERCONTEXT_EVAL_CODEX_MODEL", ""),
     }
     report = summarize(
         results,

@@ -58,6 +58,12 @@ MODES = ("scripted", "anthropic", "openai")
 REAL_MODE_HOST = {"anthropic": "claude-code", "openai": "codex"}
 PREPARE = "/v1/context/prepare"
 GET = "/v1/memory/entries/get"
+#: Where the hosts' APIs live when the user sets no base URL (the SDKs' own defaults).
+ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: The model provider the sandboxed Codex config defines (tests/support/hosts.py); in
+#: ``openai`` mode its ``base_url`` and key are the user's.
+CODEX_PROVIDER = "powercontext_stub"
 
 
 @dataclass
@@ -268,27 +274,34 @@ def access_lines(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def _watch_prepare(log: Path, offset: int, callback: Callable[[], None] | None) -> Iterator[None]:
+def _watch_prepare(
+    log: Path, offset: int, callback: Callable[[], None] | None
+) -> Iterator[list[str]]:
     """Real-model mode: call ``callback`` once the runtime logged a prepare after ``offset``
-    (the turn's pack exists), from a thread, until the turn ends."""
+    (the turn's pack exists), from a thread, until the turn ends. Yields a list that holds
+    what went wrong in ``callback``, if anything (the run reports it as its error)."""
+    failures: list[str] = []
     if callback is None:
-        yield
+        yield failures
         return
     stop = threading.Event()
 
     def watch() -> None:
         while not stop.wait(0.05):
             if any(line.get("path") == PREPARE for line in _lines_after(log, offset)):
-                callback()
+                try:
+                    callback()
+                except Exception as exc:  # reported with the run, never lost in the thread
+                    failures.append(f"the during-turn change failed: {type(exc).__name__}")
                 return
 
     thread = threading.Thread(target=watch, name="eval-watch-prepare", daemon=True)
     thread.start()
     try:
-        yield
+        yield failures
     finally:
         stop.set()
-        thread.join(timeout=5)
+        thread.join(timeout=30)  # a change already under way finishes before the check
 
 
 # --- one run ---------------------------------------------------------------------------------
@@ -307,25 +320,48 @@ class Model:
             model = os.environ.get("POWERCONTEXT_EVAL_CLAUDE_MODEL")
             return ["--model", model] if model and self.mode != "scripted" else []
         args = ["--dangerously-bypass-approvals-and-sandbox"]
+        if self.mode != "openai":
+            return args
+        # The user's endpoint exactly as given: this ``-c`` comes after (and so overrides) the
+        # ``<url>/v1`` that ``run_codex`` derives from :meth:`real_url`.
+        base = json.dumps(self.openai_base_url())
+        args += ["-c", f"model_providers.{CODEX_PROVIDER}.base_url={base}"]
+        # The key is for Codex's own requests only: not in the agent's shell (where a model's
+        # `env` would put it into the transcript) nor in Codex's shell snapshots on disk.
+        args += ["-c", f"shell_environment_policy.exclude={json.dumps([CODEX_STUB_KEY_ENV])}"]
         model = os.environ.get("POWERCONTEXT_EVAL_CODEX_MODEL")
-        return (
-            [*args, "-c", f"model={json.dumps(model)}"]
-            if model and self.mode != "scripted"
-            else args
-        )
+        return [*args, "-c", f"model={json.dumps(model)}"] if model else args
 
-    def env(self, host: str) -> dict[str, str]:
-        """The user's API key for a real model (never printed)."""
+    def env(self, host: str, home: Path) -> dict[str, str]:
+        """The user's API key for a real model (never printed), meant for the host's own
+        model requests only. Both hosts would hand it on to the agent's shell, where a model's
+        ``env`` puts it into its context and the host's transcript: Codex's shell policy
+        excludes it (:meth:`host_args`); Claude Code sources ``CLAUDE_ENV_FILE`` before every
+        Bash command, and this one unsets it. (``CLAUDE_CODE_SUBPROCESS_ENV_SCRUB`` would
+        need bubblewrap.)"""
         if self.mode == "anthropic":
-            return {"ANTHROPIC_API_KEY": os.environ["ANTHROPIC_API_KEY"]}
+            guard = home / ".powercontext-eval-bash-env.sh"
+            guard.write_text("unset ANTHROPIC_API_KEY\n", encoding="utf-8")
+            return {
+                "ANTHROPIC_API_KEY": os.environ["ANTHROPIC_API_KEY"],
+                "CLAUDE_ENV_FILE": str(guard),
+            }
         if self.mode == "openai":
             return {CODEX_STUB_KEY_ENV: os.environ["OPENAI_API_KEY"]}
         return {}
 
+    def openai_base_url(self) -> str:
+        """``OPENAI_BASE_URL`` as the OpenAI SDKs and Codex read it: the API root, ``/v1``
+        included; Codex posts to ``<it>/responses``. A trailing ``/`` is dropped."""
+        return (os.environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL).rstrip("/")
+
     def real_url(self) -> str:
+        """The model URL handed to the host: ``ANTHROPIC_BASE_URL`` as is (Claude Code posts
+        to ``<it>/v1/messages``), or the OpenAI base without its ``/v1`` (``run_codex``
+        appends one; :meth:`host_args` then sets the exact base anyway)."""
         if self.mode == "anthropic":
-            return os.environ.get("ANTHROPIC_BASE_URL", "https://api.anthropic.com")
-        return os.environ.get("OPENAI_BASE_URL", "https://api.openai.com").removesuffix("/v1")
+            return os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_DEFAULT_BASE_URL
+        return self.openai_base_url().removesuffix("/v1")
 
 
 def run_task(
@@ -348,7 +384,7 @@ def run_task(
         **user.sandbox.extra_env,
         **user.shell,
         **task.hook_env,
-        **model.env(host),
+        **model.env(host, user.sandbox.home),
         "POWERCONTEXT_SCOPE_ID": scope,
         "POWERCONTEXT_DEBUG": "1",
         # The agent runs shell commands: the user's bin dir, then the usual system tools.
@@ -359,6 +395,7 @@ def run_task(
     log_offset = _size(daemon.stderr_path)
     diag_offset = _size(user.diagnostics_log)
     requests: list[dict[str, Any]] | None = None
+    failures: list[str] = []
     with ExitStack() as stack:
         if model.mode == "scripted":
             stub = stack.enter_context(
@@ -367,7 +404,7 @@ def run_task(
             url = stub.url
         else:
             url = model.real_url()
-            stack.enter_context(_watch_prepare(daemon.stderr_path, log_offset, during))
+            failures = stack.enter_context(_watch_prepare(daemon.stderr_path, log_offset, during))
         run = run_host(
             host,
             task.prompt,
@@ -384,7 +421,11 @@ def run_task(
             requests = [r.json() or {} for r in stub.model_requests()]
     ctx.access = access_lines(_lines_after(daemon.stderr_path, log_offset))
     check = task.check(repo, ctx)
-    return _result(task, user, run, ctx, check, diag_offset, requests)
+    result = _result(task, user, run, ctx, check, diag_offset, requests)
+    if failures:  # the task's concurrent change did not happen: the run measured nothing
+        result.success = False
+        result.error = "; ".join([*failures, *([result.error] if result.error else [])])
+    return result
 
 
 def _result(

@@ -371,17 +371,22 @@ def _citation_during(ctx: TaskContext) -> None:
 
 
 def _citation_check(repo: Path, ctx: TaskContext) -> CheckResult:
+    """The cited version's tag, read over the runtime *after* the head moved: only then does the
+    tag prove an exact re-read (before the revision, reading the head would give it too). The
+    order comes from the runtime's access log of the turn."""
     text = (read_text(repo, "RELEASE_TAG.txt") or "").strip()
-    gets = sum(
-        1
-        for line in ctx.access
-        if line.get("path") == "/v1/memory/entries/get" and line.get("status") == 200
+    paths = [line.get("path") for line in ctx.access if line.get("status") == 200]
+    gets = paths.count("/v1/memory/entries/get")
+    revised_at = (
+        paths.index("/v1/memory/entries/revise") if "/v1/memory/entries/revise" in paths else None
     )
+    read_after = revised_at is not None and "/v1/memory/entries/get" in paths[revised_at:]
     detail = (
         f"RELEASE_TAG.txt={text[:40]!r} (cited version: {OLD_TAG}; revised head: {NEW_TAG}), "
-        f"exact re-reads={gets}, revised during the turn={'revised' in ctx.state}"
+        f"exact re-reads={gets}, revised during the turn={'revised' in ctx.state}, "
+        f"re-read after the revision={read_after}"
     )
-    return CheckResult(text == OLD_TAG and gets >= 1, detail)
+    return CheckResult(text == OLD_TAG and read_after, detail)
 
 
 CITATION = Task(
