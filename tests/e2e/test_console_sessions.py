@@ -70,8 +70,8 @@ def test_the_daemon_log_names_console_paths_but_never_a_token_or_cookie(
     cookie, csrf = _login(workers_daemon, workers_daemon.token)
     assert _list(workers_daemon, cookie, csrf, new_scope("console-log")).status_code == 200
     httpx.get(workers_daemon.url + "/ui/app.js", timeout=30).raise_for_status()
-    log = workers_daemon.log_text()
-    assert '"path": "/ui/login"' in log or '"path":"/ui/login"' in log
-    assert '"path": "/ui/app.js"' in log or '"path":"/ui/app.js"' in log
+    log = workers_daemon.log_text_with('"path":"/ui/login"', '"path":"/ui/app.js"')
+    assert '"path":"/ui/login"' in log
+    assert '"path":"/ui/app.js"' in log
     for secret in (workers_daemon.token, workers_daemon.token.split("_", 2)[2], cookie, csrf):
         assert secret not in log

@@ -61,6 +61,16 @@ class Daemon:
     def log_text(self) -> str:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")
 
+    def log_text_with(self, *fragments: str, timeout: float = 60) -> str:
+        """The log once it holds every fragment (or at the deadline): an access-log line is
+        written after its response went out, so a client can read the answer first."""
+        deadline = time.monotonic() + timeout
+        text = self.log_text()
+        while not all(f in text for f in fragments) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            text = self.log_text()
+        return text
+
     def client(self, token: str | None = None) -> httpx.Client:
         return httpx.Client(
             base_url=self.url,
