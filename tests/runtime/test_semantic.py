@@ -148,39 +148,6 @@ def test_the_query_thread_searches_the_scope_and_the_caller_checks_its_hits(
     assert citation.entry_version_id not in {c.entry_version_id for c in again}
 
 
-def test_only_the_returned_vector_hits_have_their_text_read(
-    semantic: Runtime, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    channel = semantic.semantic
-    assert channel is not None
-    for text in (CI, PAYMENTS, LOGIN, "Deploys go out on Tuesdays", "Use UTC in every log"):
-        _remember(semantic, text)
-    channel.embed_pending()
-    read: list[str] = []
-    texts = channel.texts
-
-    def spy(candidates):  # type: ignore[no-untyped-def]
-        read.extend(c.entry_version_id for c in candidates)
-        return texts(candidates)
-
-    monkeypatch.setattr(channel, "texts", spy)
-    result = semantic.memory.search(
-        SearchMemoryRequest(scope_id=SCOPE, query="持续集成", mode="vector", limit=1)
-    )
-    assert [h.text for h in result.hits] == [CI]  # the text is the version's own
-    assert read == [result.hits[0].citation.entry_version_id]  # and no other was read
-    if semantic.backend == "sqlite":  # currency comes from the covering index alone
-        from powercontext_runtime.services.semantic import _SQLITE_CANDIDATE_ROWS
-
-        with semantic.db.read() as conn:
-            plan = conn.exec_driver_sql(
-                "EXPLAIN QUERY PLAN " + _SQLITE_CANDIDATE_ROWS + "(1, 2)"
-            ).all()
-        assert [row[-1] for row in plan] == [
-            "SEARCH memory_versions USING COVERING INDEX ix_memory_versions_currency (id=?)"
-        ]
-
-
 def test_superseded_and_retired_versions_are_never_vector_hits(semantic: Runtime) -> None:
     citation = _remember(semantic, CI)
     login = _remember(semantic, LOGIN)

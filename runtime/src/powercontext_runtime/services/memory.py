@@ -234,44 +234,25 @@ class MemoryService:
             if not head:
                 return SearchResult(0, [], query.mode)
             vector = semantic.candidates(scope_id, embedded, k, exclude_versions, prior)
-            lexical_hits = {h.entry_version_id: h for h in lexical.hits}
-            entry_ids = {c.entry_version_id: c.entry_id for c in vector}
-            entry_ids.update((h.entry_version_id, h.entry_id) for h in lexical.hits)
-
-            def tiebreak(key: object) -> bytes:
-                return entry_ids[str(key)].encode("utf-8")
-
-            pairs = [(c.entry_version_id, c.similarity) for c in vector]
-            fused_trace = None
-            if trace is not None:
-                trace.fusion = fused_trace = fusion.FusionTrace()
-            if query.mode == "hybrid":
-                lexical_ids = list(lexical_hits)
-                fused = fusion.fuse(
-                    lexical_ids, pairs, query.admission, limit, tiebreak, fused_trace
-                )
-            else:
-                fused = fusion.vector_only(pairs, query.admission, limit, tiebreak, fused_trace)
-            # Text only for what is returned (and, for explain_context, every candidate).
-            kept = {str(f.key) for f in fused}
-            wanted = [
-                c
-                for c in vector
-                if c.entry_version_id not in lexical_hits
-                and (trace is not None or c.entry_version_id in kept)
-            ]
-            texts = semantic.texts(wanted)
-        if trace is not None:
-            trace.vector = {
-                c.entry_version_id: (c.entry_id, _text_of(c.entry_version_id, texts, lexical_hits))
-                for c in vector
-            }
-        found = dict(lexical_hits)
+        found: dict[str, FoundEntry] = {h.entry_version_id: h for h in lexical.hits}
         for c in vector:
-            if c.entry_version_id in texts:
-                found[c.entry_version_id] = FoundEntry(
-                    c.entry_id, c.entry_version_id, texts[c.entry_version_id], 0.0
-                )
+            found.setdefault(
+                c.entry_version_id, FoundEntry(c.entry_id, c.entry_version_id, c.text, 0.0)
+            )
+
+        def tiebreak(key: object) -> bytes:
+            return found[str(key)].entry_id.encode("utf-8")
+
+        pairs = [(c.entry_version_id, c.similarity) for c in vector]
+        fused_trace = None
+        if trace is not None:
+            trace.fusion = fused_trace = fusion.FusionTrace()
+            trace.vector = {c.entry_version_id: (c.entry_id, c.text) for c in vector}
+        if query.mode == "hybrid":
+            lexical_ids = [h.entry_version_id for h in lexical.hits]
+            fused = fusion.fuse(lexical_ids, pairs, query.admission, limit, tiebreak, fused_trace)
+        else:
+            fused = fusion.vector_only(pairs, query.admission, limit, tiebreak, fused_trace)
         return SearchResult(
             head,
             [found[str(f.key)]._replace(score=f.score, matched_by=f.matched_by) for f in fused],
@@ -289,7 +270,3 @@ class MemoryService:
 
     def rebuild_facets(self) -> int:
         return self._store.rebuild_facets()
-
-
-def _text_of(version: str, texts: dict[str, str], lexical: dict[str, FoundEntry]) -> str:
-    return texts[version] if version in texts else lexical[version].text

@@ -63,27 +63,16 @@ _CANDIDATE_ROWS = select(
     _v.c.scope_id,
     _v.c.entry_id,
     _v.c.entry_version_id,
+    _v.c.text,
     _v.c.valid_to,
     _v.c.state,
 ).where(_v.c.id.in_(bindparam("ids", expanding=True)))
-_TEXTS = select(_v.c.id, _v.c.text).where(_v.c.id.in_(bindparam("ids", expanding=True)))
 
-#: Whether a vector hit is still current, answered from an index alone on SQLite: a prompt
-#: checks 2k candidates, and their version rows (text, tags, refs: a few per page) on random
-#: pages filled the prompt connection's page cache at 100k entries (docs/decisions/
-#: semantic-channel.md § Where the rest goes). Only the few that are kept read their text.
-#: Made with the channel's schema, so a runtime with the channel off never maintains it.
-_SQLITE_CURRENCY_INDEX = (
-    "CREATE INDEX IF NOT EXISTS ix_memory_versions_currency ON memory_versions"
-    " (id, scope_id, state, valid_to, entry_id, entry_version_id)"
-)
-# On SQLite both go through the driver cursor; the first reads that index alone (named: the
-# planner prefers the primary key on a small or unanalysed table), the second reads the rows.
+
 _SQLITE_CANDIDATE_ROWS = (
-    "SELECT id, scope_id, entry_id, entry_version_id, valid_to, state"
-    " FROM memory_versions INDEXED BY ix_memory_versions_currency WHERE id IN "
+    "SELECT id, scope_id, entry_id, entry_version_id, text, valid_to, state"
+    " FROM memory_versions WHERE id IN "
 )
-_SQLITE_TEXTS = "SELECT id, text FROM memory_versions WHERE id IN "
 
 
 class _CandidateRow(NamedTuple):
@@ -91,17 +80,17 @@ class _CandidateRow(NamedTuple):
     scope_id: str
     entry_id: str
     entry_version_id: str
+    text: str
     valid_to: Any
     state: str
 
 
 class VectorCandidate(NamedTuple):
-    """A current entry version the vector channel found, with its cosine similarity; its text
-    is read only if it is kept (:meth:`SemanticChannel.texts`)."""
+    """A current entry version the vector channel found, with its cosine similarity."""
 
     entry_id: str
     entry_version_id: str
-    rowid: int
+    text: str
     similarity: float
 
 
@@ -185,8 +174,6 @@ class SemanticChannel:
 
     def create_schema(self) -> None:
         self._db.write(self._vectors.create)
-        if self._db.backend == "sqlite":
-            self._db.write(lambda conn: conn.exec_driver_sql(_SQLITE_CURRENCY_INDEX))
 
     # -- the query path --------------------------------------------------------------------
 
@@ -329,34 +316,22 @@ class SemanticChannel:
                 continue
             seen.add(hit.rowid)
             found.append(
-                VectorCandidate(row.entry_id, row.entry_version_id, row.id, hit.similarity)
+                VectorCandidate(row.entry_id, row.entry_version_id, row.text, hit.similarity)
             )
             if len(found) == k:
                 break
         return found
 
-    def texts(self, candidates: Sequence[VectorCandidate]) -> dict[str, str]:
-        """The texts of ``candidates`` by version id, in the caller's snapshot (nested in its
-        :meth:`Database.read`, like :meth:`candidates`)."""
-        if not candidates:
-            return {}
-        with self._db.read() as conn:
-            texts = dict(self._by_ids(conn, _SQLITE_TEXTS, _TEXTS, [c.rowid for c in candidates]))
-        return {c.entry_version_id: texts[c.rowid] for c in candidates}
-
     def _rows(self, conn: Connection, ids: list[int]) -> Sequence[Any]:
-        rows = self._by_ids(conn, _SQLITE_CANDIDATE_ROWS, _CANDIDATE_ROWS, ids)
-        return [_CandidateRow(*row) for row in rows]
-
-    def _by_ids(self, conn: Connection, sqlite_sql: str, query: Any, ids: list[int]) -> list[Any]:
         wanted = sorted(set(ids))
         if self._db.backend == "sqlite":
             # The driver cursor of the open transaction (same snapshot): SQLAlchemy's
             # expanding IN cost ≈ 1 ms of the ≈ 2.5 ms vector step at 100k. The ids are ints
             # bound as parameters; only the count of placeholders is built.
             marks = ",".join("?" * len(wanted))
-            return sqlite_driver(conn).execute(sqlite_sql + f"({marks})", wanted).fetchall()
-        return list(conn.execute(query, {"ids": wanted}).all())
+            rows = sqlite_driver(conn).execute(_SQLITE_CANDIDATE_ROWS + f"({marks})", wanted)
+            return [_CandidateRow(*row) for row in rows.fetchall()]
+        return conn.execute(_CANDIDATE_ROWS, {"ids": wanted}).all()
 
     # -- the write side --------------------------------------------------------------------
 
