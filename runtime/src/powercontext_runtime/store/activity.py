@@ -87,33 +87,42 @@ def _sqlite_sum(column: str, value: str) -> str:
     return f"coalesce(sum({column} = '{value}'), 0)"
 
 
-#: The same aggregates as fixed SQL for the SQLite driver cursor, one day's range each.
+_CREATED = " WHERE scope_id = ? AND created_at >= ? AND created_at < ?"
+
+#: The same aggregates as fixed SQL for the SQLite driver cursor, one day's range each:
+#: (statement, the names its columns count, the unit of its range column in milliseconds).
 _RANGED = [
-    ("SELECT count(*) FROM sources", ["prompts_captured"]),
+    ("SELECT count(*) FROM sources" + _CREATED, ["prompts_captured"], 1),
     (
         "SELECT "
         + ", ".join(_sqlite_sum("operation", op) for op, _ in _OPERATIONS)
-        + " FROM memory_revisions",
+        + " FROM memory_revisions"
+        + _CREATED,
         [name for _, name in _OPERATIONS],
+        1,
     ),
     (
-        "SELECT count(*), coalesce(sum(sources), 0), coalesce(sum(entries), 0) FROM flush_runs",
+        "SELECT count(*), coalesce(sum(sources), 0), coalesce(sum(entries), 0) FROM flush_runs"
+        + _CREATED,
         ["flush_runs", "sources_flushed", "entries_from_flush"],
+        1,
     ),
     (
         "SELECT "
         + ", ".join(_sqlite_sum("state", state) for state in _STATES)
-        + " FROM bootstrap_receipts",
+        + " FROM bootstrap_receipts"
+        + _CREATED,
         [f"bootstrap_{state}" for state in _STATES],
+        1,
+    ),
+    (
+        "SELECT "
+        + ", ".join(f"coalesce(sum(count * (outcome = '{o}')), 0)" for o in OUTCOMES)
+        + " FROM recall_counts WHERE scope_id = ? AND bucket >= ? AND bucket < ?",
+        [f"packs_{outcome}" for outcome in OUTCOMES],
+        BUCKET_MS,
     ),
 ]
-_RANGE = " WHERE scope_id = ? AND created_at >= ? AND created_at < ?"
-_RECALL_RANGE = (
-    "SELECT "
-    + ", ".join(f"coalesce(sum(count * (outcome = '{outcome}')), 0)" for outcome in OUTCOMES)
-    + " FROM recall_counts WHERE scope_id = ? AND bucket >= ? AND bucket < ?"
-)
-_DAY_BUCKETS = DAY_MS // BUCKET_MS
 
 
 class ActivityStore:
@@ -131,30 +140,9 @@ class ActivityStore:
                 self._by_ranges(conn, found, scope_id, first_day, days, offset_ms)
             else:
                 self._by_groups(conn, found, scope_id, since, offset_ms)
-            if self._sqlite:
-                self._recall_by_ranges(conn, found, scope_id, first_day, days, offset_ms)
-            else:
                 self._recall_by_groups(conn, found, scope_id, since, offset_ms)
             self._state(conn, found, scope_id)
         return found
-
-    @staticmethod
-    def _recall_by_ranges(
-        conn: Connection,
-        found: ScopeActivity,
-        scope_id: str,
-        first_day: int,
-        days: int,
-        offset_ms: int,
-    ) -> None:
-        """Packs by outcome, each day a range of the quarter-hour counters' primary key."""
-        driver = sqlite_driver(conn)
-        names = [f"packs_{outcome}" for outcome in OUTCOMES]
-        for number in range(first_day, first_day + days):
-            start = (number * DAY_MS - offset_ms) // BUCKET_MS
-            row = driver.execute(_RECALL_RANGE, (scope_id, start, start + _DAY_BUCKETS)).fetchone()
-            if row and any(row):
-                found.days[number].update(zip(names, map(int, row), strict=True))
 
     @staticmethod
     def _recall_by_groups(
@@ -180,10 +168,10 @@ class ActivityStore:
         offset_ms: int,
     ) -> None:
         driver = sqlite_driver(conn)
-        for sql, names in _RANGED:
+        for sql, names, unit in _RANGED:
             for number in range(first_day, first_day + days):
-                start = number * DAY_MS - offset_ms
-                row = driver.execute(sql + _RANGE, (scope_id, start, start + DAY_MS)).fetchone()
+                start = (number * DAY_MS - offset_ms) // unit
+                row = driver.execute(sql, (scope_id, start, start + DAY_MS // unit)).fetchone()
                 if row and any(row):
                     found.days[number].update(zip(names, map(int, row), strict=True))
 
