@@ -596,11 +596,18 @@ def _synthetic_id(prefix: str, seed: int, scope_id: str, index: int) -> str:
 
 
 def write_memory_export(
-    out: BinaryIO, scope_id: str, items: Sequence[MemoryItem], *, seed: int
+    out: BinaryIO,
+    scope_id: str,
+    items: Sequence[MemoryItem],
+    *,
+    seed: int,
+    epoch_ms: int = _EPOCH_MS,
 ) -> int:
     """Write a ``powercontext.export`` file (docs/portability.md) holding one scope whose
     memory is ``items`` remembered in order: what loading them over HTTP would store, with
-    deterministic ids and timestamps. Returns the bytes written.
+    deterministic ids and timestamps (write ``i`` at ``epoch_ms + i``: by default 2026-01-01;
+    a bench whose reads count recent writes, such as the console's Activity, passes a recent
+    one). Returns the bytes written.
 
     The content hash is the runtime's own function (imported lazily: only bulk loads need the
     runtime installed in this interpreter, which a self-started daemon does anyway).
@@ -618,18 +625,18 @@ def write_memory_export(
                               "counts": counts}))  # fmt: skip
     written += out.write(line({"type": "scope", "scope_id": scope_id, "counts": counts}))
     written += out.write(line({"type": "memory_head", "scope_id": scope_id, "revision": n,
-                               "updated_at": _EPOCH_MS + n}))  # fmt: skip
+                               "updated_at": epoch_ms + n}))  # fmt: skip
     for revision, item in enumerate(items, start=1):
         tags = list(item.tags)
         record = {
             "type": "memory_version", "scope_id": scope_id, "revision": revision,
-            "operation": "remember", "revision_created_at": _EPOCH_MS + revision,
+            "operation": "remember", "revision_created_at": epoch_ms + revision,
             "entry_id": _synthetic_id("mem_ent_", seed, scope_id, revision),
             "entry_version_id": _synthetic_id("mem_ver_", seed, scope_id, revision),
             "version": 1, "state": "active", "kind": item.kind, "text": item.text,
             "tags": tags, "reason": None, "source_refs": [], "artifact_refs": [],
             "content_hash": content_hash(item.kind, item.text, tags), "valid_to": None,
-            "created_at": _EPOCH_MS + revision,
+            "created_at": epoch_ms + revision,
         }  # fmt: skip
         written += out.write(line(record))
     return written
@@ -653,6 +660,7 @@ def bulk_load(
     items: Sequence[MemoryItem],
     *,
     seed: int,
+    epoch_ms: int = _EPOCH_MS,
 ) -> BulkLoad:
     """Load ``items`` into a new scope with ``powercontext import`` (the bulk path) instead of
     one HTTP remember per entry: the scope is the same as :func:`load_memories` would make
@@ -664,7 +672,7 @@ def bulk_load(
         path = Path(tmp) / "load.jsonl"
         started = time.perf_counter()
         with open(path, "wb") as out:
-            write_memory_export(out, scope_id, items, seed=seed)
+            write_memory_export(out, scope_id, items, seed=seed, epoch_ms=epoch_ms)
         written = time.perf_counter() - started
         args = [sys.executable, "-m", "powercontext_runtime.cli.main", "import", str(path),
                 "--data-dir", str(home), "--json"]  # fmt: skip

@@ -13,7 +13,11 @@ into Memory, Experience candidates (some approved), Handoff revisions, Context R
 bootstrap receipts. They are written straight through the runtime's own store (the same write
 code, a few hundred entries per transaction) before the daemon starts: over HTTP 100k entries
 take ~9 minutes here (bench/RESULTS.md § write scaling), and loading is setup, not measurement.
-``--data-dir`` keeps the loaded home, and a later run on it loads nothing.
+With ``--bulk-load`` the ``--entries`` remembers are instead one ``powercontext import`` of a
+generated export (``_common.bulk_load``: the same texts, kinds and tags, one revision each, at
+thousands per second; on seekdb the store path runs at ~74/s, the import at ~700/s), and the
+rest of the workload is written through the runtime as before. ``--data-dir`` keeps the loaded
+home, and a later run on it loads nothing.
 
 Then a real ``powercontext serve`` runs on that data dir, the bench logs in as the console does
 (``POST /ui/login``, the session cookie, the CSRF header from ``/ui/session``) and sends every
@@ -22,7 +26,8 @@ p50/p95/max of the server time per call, and per page the sum of its calls' p95 
 budget. Budgets are reported, never enforced through the exit code.
 
     python bench/console_latency.py [--entries 100000] [--samples 40] [--data-dir DIR]
-                                    [--database-url URL] [--smoke] [--json] [--write-results]
+                                    [--database-url URL] [--bulk-load] [--smoke] [--json]
+                                    [--write-results]
 """
 
 from __future__ import annotations
@@ -43,7 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx
 from _common import (
     BenchError,
+    MemoryItem,
     MemoryTextGenerator,
+    bulk_load,
     command_line,
     local_daemon,
     log,
@@ -74,6 +81,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--data-dir", type=Path, help="keep (and reuse) the loaded daemon home")
     parser.add_argument("--database-url", help="database of the daemon (default: SQLite)")
+    parser.add_argument(
+        "--bulk-load",
+        action="store_true",
+        help="load the entries with `powercontext import` of a generated export",
+    )
     parser.add_argument("--smoke", action="store_true", help="300 entries, 5 samples: seconds")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--write-results", action="store_true")
@@ -83,7 +95,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 # -- loading (the runtime's own store, before the daemon starts) ------------------------------
 
 
-def load(home: Path, database_url: str | None, scope: str, entries: int, seed: int) -> dict:
+def workload_items(entries: int, seed: int) -> list[MemoryItem]:
+    """The ``entries`` remembers: the seeded sequence, every 2,500th of the rare kind, every
+    5,000th tagged ``bootstrap-context`` (what Bootstrap shows)."""
+    items = []
+    for n, item in enumerate(MemoryTextGenerator(seed).take(entries)):
+        kind = RARE_KIND if n % 2500 == 7 else item.kind
+        tags = tuple(sorted({*item.tags, "bootstrap-context"})) if n % 5000 == 11 else item.tags
+        items.append(MemoryItem(kind=kind, text=item.text, tags=tags))
+    return items
+
+
+def imported_citations(runtime: Any, scope: str, entries: int) -> list[Any]:
+    """The citations of the first ``entries`` revisions (what a bulk import wrote), in order."""
+    from powercontext_runtime.contract.common import MemoryCitation, MemoryRef
+    from powercontext_runtime.contract.memory import ListMemoryChangesRequest
+
+    found: list[Any] = []
+    while len(found) < entries:
+        page = runtime.memory.changes(ListMemoryChangesRequest(
+            scope_id=scope, since_revision=len(found), limit=1000)).changes  # fmt: skip
+        if not page:
+            raise BenchError(f"the import wrote {len(found):,} of {entries:,} entries")
+        found += [MemoryCitation(memory_ref=MemoryRef.at(change.revision),
+                                 entry_id=change.entry_id,
+                                 entry_version_id=change.entry_version_id)
+                  for change in page[: entries - len(found)]]  # fmt: skip
+    return found
+
+
+def load(
+    home: Path, database_url: str | None, scope: str, entries: int, seed: int, bulk: bool = False
+) -> dict:
     """Write the workload unless ``home`` already holds it; what was loaded."""
     from powercontext_runtime.composition import Runtime
     from powercontext_runtime.contract.bootstrap import (
@@ -116,19 +159,23 @@ def load(home: Path, database_url: str | None, scope: str, entries: int, seed: i
             log(f"  {home} already holds scope {scope}: nothing loaded")
             return {"loaded": False}
         rng = random.Random(f"console-{seed}")
-        store = MemoryStore(runtime.db, document_terms)
-        generator = MemoryTextGenerator(seed)
+        items = workload_items(entries, seed)
         started = time.perf_counter()
         written: list[Any] = []
-        for start in range(0, entries, BATCH):
-            items = generator.take(min(BATCH, entries - start))
-            requests = []
-            for offset, item in enumerate(items):
-                n = start + offset
-                kind = RARE_KIND if n % 2500 == 7 else item.kind
-                tags = sorted({*item.tags, "bootstrap-context"}) if n % 5000 == 11 else item.tags
-                requests.append(RememberMemoryRequest(scope_id=scope, kind=kind, text=item.text,
-                                                      tags=list(tags)))  # fmt: skip
+        if bulk:  # the import is its own process: nothing of this runtime may be cached
+            runtime.close()
+            # Written "now" (one ms apart, ending before the daemon starts), as the store path
+            # writes them: Activity counts the window's rows, and a default epoch (2026-01-01)
+            # would put them all outside it.
+            epoch_ms = int(time.time() * 1000) - len(items) - 1
+            bulk_load(home, database_url, scope, items, seed=seed, epoch_ms=epoch_ms)
+            runtime = Runtime.open(settings)
+            written = imported_citations(runtime, scope, entries)
+        store = MemoryStore(runtime.db, document_terms)
+        for start in range(0 if not bulk else entries, entries, BATCH):
+            requests = [RememberMemoryRequest(scope_id=scope, kind=item.kind, text=item.text,
+                                              tags=list(item.tags))
+                        for item in items[start : start + BATCH]]  # fmt: skip
 
             def batch(conn: Any, requests: list[Any] = requests) -> list[Any]:
                 return [store.remember_in(conn, request).entry for request in requests]
@@ -138,6 +185,7 @@ def load(home: Path, database_url: str | None, scope: str, entries: int, seed: i
                 rate = len(written) / (time.perf_counter() - started)
                 log(f"  ... {len(written):,}/{entries:,} entries ({rate:.0f}/s)")
         seconds = time.perf_counter() - started
+        log(f"  {len(written):,} entries in {seconds:.1f} s; now the rest of the workload …")
         revised = 0
         for citation in rng.sample(written, max(1, entries // 50)):
             for n in range(rng.randint(1, 3)):  # a history of 2-4 versions
@@ -233,6 +281,7 @@ def load(home: Path, database_url: str | None, scope: str, entries: int, seed: i
                     principal)  # fmt: skip
         return {
             "loaded": True,
+            "load": "import" if bulk else "store",
             "entries": len(written),
             "load_seconds": round(seconds, 1),
             "per_second": round(len(written) / seconds),
@@ -281,6 +330,16 @@ class Console:
         kind = response.headers.get("content-type", "")
         return response.json() if kind.startswith("application/json") else response.text
 
+    def exists(self, path: str, body: dict[str, Any]) -> bool:
+        """Whether the daemon serves ``path`` (a read another change may add): 404 without a
+        JSON error body is the router's "no such route"."""
+        response = self.http.post(path, json=body)
+        if response.status_code == 404 and "error" not in response.text:
+            return False
+        if response.status_code != 200:
+            raise BenchError(f"{path} answered {response.status_code}: {response.text[:200]}")
+        return True
+
 
 def cursor_at(position: int, key: str = "") -> str:
     """A list cursor (the server's encoding: base64 of ``[ordering number, id]``)."""
@@ -302,6 +361,19 @@ def calls(console: Console, scope: str, entries: int) -> dict[str, tuple[str, st
     ]
     s = {"scope_id": scope}
     memory, filters = "/v1/memory/entries/list", "Memory filters"
+    # A Memory revision cited as evidence (the Review Inbox labels the link, the Memory page
+    # opens the entry version it wrote): a remember from the middle of the scope.
+    cited = entries // 2
+    change = console.call("setup", "/v1/memory/changes",
+                          {**s, "since_revision": cited - 1, "limit": 1})["changes"][0]  # fmt: skip
+    cited_citation = {"memory_ref": {"family": "memory", "artifact_id": "memory",
+                                     "revision": cited},
+                      "entry_id": change["entry_id"],
+                      "entry_version_id": change["entry_version_id"]}  # fmt: skip
+    optional = {}
+    source = {**s, "source_id": "prompt-0"}
+    if console.exists("/v1/sources/get", source):  # a captured source's text (evidence)
+        optional["get_source"] = ("Review Inbox", "/v1/sources/get", source)
     return {
         "GET /ui/ (page)": ("every page", "/ui/", None),
         "GET /ui/app.js": ("every page", "/ui/app.js", None),
@@ -312,6 +384,9 @@ def calls(console: Console, scope: str, entries: int) -> dict[str, tuple[str, st
                                    {**s, "candidate_id": candidate["candidate_id"]}),
         "get_experience": ("Review Inbox", "/v1/experience/get",
                            {**s, "artifact": candidate["result_artifact"]}),
+        "list_memory_changes (a cited revision)": ("Review Inbox", "/v1/memory/changes",
+                                                   {**s, "since_revision": cited - 1, "limit": 1}),
+        **optional,
         "list_memory_entries": ("Memory", memory, {**s, "limit": 50}),
         "list_memory_entries (deep page)": ("Memory", memory,
                                             {**s, "limit": 50, "cursor": cursor_at(entries // 2)}),
@@ -333,16 +408,26 @@ def calls(console: Console, scope: str, entries: int) -> dict[str, tuple[str, st
         "get_memory_entry": ("Memory entry", "/v1/memory/entries/get",
                              {**s, "citation": entry["citation"]}),
         "list_memory_entry_versions": ("Memory entry", "/v1/memory/entries/versions",
-                                       {**s, "entry_id": _most_revised(console, scope, entries)}),
+                                       {**s, "entry_id": _most_revised(console, scope, entries),
+                                        "limit": 20}),
+        "get_memory_entry (a cited revision)": ("Memory entry", "/v1/memory/entries/get",
+                                                {**s, "citation": cited_citation}),
+        "list_memory_entry_versions (cited entry)": ("Memory entry",
+                                                     "/v1/memory/entries/versions",
+                                                     {**s, "entry_id": change["entry_id"],
+                                                      "limit": 20}),
         "explain_context (short prompt)": ("Pack inspector", "/v1/context/explain",
-                                           {**s, "query": words}),
+                                           {**s, "query": words, "max_bytes": 8000}),
         "explain_context (2,000 chars)": ("Pack inspector", "/v1/context/explain",
-                                          {**s, "query": long_prompt}),
-        "get_bootstrap_overview": ("Bootstrap", "/v1/context/bootstrap/overview", s),
+                                          {**s, "query": long_prompt, "max_bytes": 8000}),
+        "get_bootstrap_overview": ("Bootstrap", "/v1/context/bootstrap/overview",
+                                   {**s, "receipts": 20, "handoffs": 10}),
         "get_handoff": ("Bootstrap", "/v1/handoff/get",
                         {**s, "artifact": overview["handoff"]["head"]}),
-        "get_activity (14 days)": ("Activity", "/v1/activity/get", {**s, "days": 14}),
-        "get_activity (90 days)": ("Activity", "/v1/activity/get", {**s, "days": 90}),
+        "get_activity (14 days)": ("Activity", "/v1/activity/get",
+                                   {**s, "days": 14, "utc_offset_minutes": 0}),
+        "get_activity (90 days)": ("Activity", "/v1/activity/get",
+                                   {**s, "days": 90, "utc_offset_minutes": 0}),
     }  # fmt: skip
 
 
@@ -361,14 +446,20 @@ def _most_revised(console: Console, scope: str, entries: int) -> str:
     return max(counts, key=lambda key: (counts[key], key))
 
 
-#: Which calls make up a page (what the console sends to show it), for the page sums.
+#: Which calls make up a page (what the console sends to show it), for the page sums. A
+#: candidate's evidence adds one citation lookup per cited Memory revision (counted once) and,
+#: where the daemon has it, one ``get_source`` per cited source (once; added in :func:`run`).
 PAGES = {
     "Review Inbox": ["GET /ui/session", "list_artifact_candidates", "get_artifact_candidate",
-                     "get_experience"],
+                     "get_experience", "list_memory_changes (a cited revision)"],
     "Memory (list)": ["GET /ui/session", "list_memory_entries"],
     "Memory (a filter, worst)": ["GET /ui/session", "list_memory_entries (worst filter)"],
     "Memory (search)": ["GET /ui/session", "search_memory"],
     "Memory (an entry and its history)": ["get_memory_entry", "list_memory_entry_versions"],
+    "Memory (a cited revision, from the Inbox)": ["GET /ui/session",
+                                                  "list_memory_changes (a cited revision)",
+                                                  "get_memory_entry (a cited revision)",
+                                                  "list_memory_entry_versions (cited entry)"],
     "Pack inspector (2,000-char prompt)": ["explain_context (2,000 chars)"],
     "Bootstrap": ["GET /ui/session", "get_bootstrap_overview", "get_handoff"],
     "Activity (90 days)": ["GET /ui/session", "get_activity (90 days)"],
@@ -417,7 +508,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="powercontext-console-bench-") as tmp:
         home = args.data_dir or Path(tmp) / "home"
         log(f"loading {entries:,} entries into {home} …")
-        loaded = load(home, args.database_url, scope, entries, args.seed)
+        loaded = load(home, args.database_url, scope, entries, args.seed, args.bulk_load)
         with local_daemon(args.database_url, data_dir=home) as target:
             if target.log is None:
                 raise BenchError("the server time needs the self-started daemon's log")
@@ -462,6 +553,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     by_call["list_memory_entries (worst filter)"] = {**by_call[worst], "worst_of": worst}
     pages = {}
     for page, members in PAGES.items():
+        if page == "Review Inbox" and "get_source" in by_call:
+            members = [*members, "get_source"]
         p95 = sum(by_call[m]["server_ms"]["p95"] for m in members)
         p50 = sum(by_call[m]["server_ms"]["p50"] for m in members)
         pages[page] = {"calls": members, "server_p95_sum_ms": round(p95, 3),
@@ -499,8 +592,13 @@ def render_markdown(report: dict[str, Any]) -> str:
         "revisions, 3 referenced scopes, 300 bootstrap sessions (every other one claimed)"
     )
     if loaded.get("loaded"):
+        how = (
+            "imported with `powercontext import` of a generated export (`--bulk-load`)"
+            if loaded.get("load") == "import"
+            else "written through the store"
+        )
         workload += (
-            f"; the {loaded['entries']:,} entries written through the store in "
+            f"; the {loaded['entries']:,} entries {how} in "
             f"{loaded['load_seconds']} s ({loaded['per_second']}/s)"
         )
     else:
@@ -566,7 +664,9 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         log(f"console_latency failed: {exc}")
         return 1
-    section = SECTION if args.write_results and not args.smoke else None
+    section = None
+    if args.write_results and not args.smoke:  # one block per backend
+        section = SECTION if report["backend"] == "sqlite" else f"{SECTION}-oceanbase"
     publish(report, render_markdown(report), section, as_json=args.json)
     return 0
 

@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "console_latency.py"
 PAGES = {
     "Review Inbox", "Memory (list)", "Memory (a filter, worst)", "Memory (search)",
-    "Memory (an entry and its history)", "Pack inspector (2,000-char prompt)", "Bootstrap",
+    "Memory (an entry and its history)", "Memory (a cited revision, from the Inbox)",
+    "Pack inspector (2,000-char prompt)", "Bootstrap",
     "Activity (90 days)", "the page itself (HTML + app.js)",
 }  # fmt: skip
 
@@ -54,3 +55,14 @@ def test_the_console_bench_measures_every_page_from_the_servers_log(tmp_path: Pa
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-5000:]
     assert json.loads(again.stdout)["loaded"] == {"loaded": False}
+    # The bulk path (`powercontext import` of a generated export) loads the same scope.
+    bulk = subprocess.run(
+        [sys.executable, str(SCRIPT), "--smoke", "--json", "--bulk-load", "--samples", "1",
+         "--data-dir", str(tmp_path / "bulk")],
+        capture_output=True, text=True, timeout=230, cwd=REPO,
+    )  # fmt: skip
+    assert bulk.returncode == 0, bulk.stderr[-5000:]
+    bulk_report = json.loads(bulk.stdout)
+    assert bulk_report["loaded"]["load"] == "import" and bulk_report["loaded"]["entries"] == 300
+    assert set(bulk_report["pages"]) == PAGES
+    assert "list_memory_changes (a cited revision)" in bulk_report["pages"]["Review Inbox"]["calls"]
