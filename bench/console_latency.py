@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import random
@@ -331,11 +332,13 @@ class Console:
         return response.json() if kind.startswith("application/json") else response.text
 
     def exists(self, path: str, body: dict[str, Any]) -> bool:
-        """Whether the daemon serves ``path`` (a read another change may add): 404 without a
-        JSON error body is the router's "no such route"."""
+        """Whether the daemon serves ``path`` (a read another change may add): an unknown
+        path answers 404 ``not_found`` ("no such endpoint"), a known one 200 here."""
         response = self.http.post(path, json=body)
-        if response.status_code == 404 and "error" not in response.text:
-            return False
+        if response.status_code == 404:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                if response.json()["error"]["code"] == "not_found":
+                    return False
         if response.status_code != 200:
             raise BenchError(f"{path} answered {response.status_code}: {response.text[:200]}")
         return True
