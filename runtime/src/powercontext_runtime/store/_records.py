@@ -1,4 +1,4 @@
-"""Small helpers shared by the repositories: ids, hashing and JSON columns."""
+"""Small helpers shared by the repositories: ids, hashing, JSON columns and counter upserts."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
+from sqlalchemy import Table
+from sqlalchemy.dialects import mysql as mysql_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from ..contract.common import ArtifactRef, SourceRef
 from ..errors import InvalidRequestError
@@ -64,3 +67,17 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
         return position, key
     except (ValueError, TypeError, UnicodeError):
         raise InvalidRequestError("cursor is not one this server issued") from None
+
+
+def adding_upserts(table: Table, key: Sequence[str], counter: str) -> dict[str, Any]:
+    """Per dialect name, an insert that adds ``counter`` to the row already at ``key`` (the
+    table's primary key) instead of failing: several writers' counts sum in one row."""
+    on_sqlite = sqlite_dialect.insert(table)
+    on_mysql = mysql_dialect.insert(table)
+    column = table.c[counter]
+    return {
+        "sqlite": on_sqlite.on_conflict_do_update(
+            index_elements=list(key), set_={counter: column + on_sqlite.excluded[counter]}
+        ),
+        "mysql": on_mysql.on_duplicate_key_update({counter: column + on_mysql.inserted[counter]}),
+    }

@@ -19,13 +19,12 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from sqlalchemy import Connection, bindparam, delete, select, text, update
-from sqlalchemy.dialects import mysql as mysql_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from ..search.scoring import Document, document, split_repeats
+from ._records import adding_upserts
 from ._sqlite import sqlite_driver
 from .schema import search_terms
 
@@ -196,19 +195,7 @@ _SQLITE_ADD_FREQUENCY = (
 )
 
 
-def _upserts() -> dict[str, Any]:
-    on_sqlite = sqlite_dialect.insert(search_terms)
-    on_mysql = mysql_dialect.insert(search_terms)
-    return {
-        "sqlite": on_sqlite.on_conflict_do_update(
-            index_elements=["scope_id", "family", "term"],
-            set_={"df": search_terms.c.df + on_sqlite.excluded.df},
-        ),
-        "mysql": on_mysql.on_duplicate_key_update(df=search_terms.c.df + on_mysql.inserted.df),
-    }
-
-
-_UPSERT = _upserts()
+_UPSERT = adding_upserts(search_terms, ("scope_id", "family", "term"), "df")
 
 
 def _clear_frequencies(conn: Connection, family: IndexedFamily) -> None:

@@ -20,9 +20,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from sqlalchemy import Connection, delete
-from sqlalchemy.dialects import mysql as mysql_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 
+from ._records import adding_upserts
 from .database import Database
 from .schema import recall_counts
 
@@ -40,21 +39,7 @@ MAX_PENDING = 10_000
 KEEP_MS = 92 * 86_400_000
 
 
-def _upserts() -> dict[str, object]:
-    on_sqlite = sqlite_dialect.insert(recall_counts)
-    on_mysql = mysql_dialect.insert(recall_counts)
-    return {
-        "sqlite": on_sqlite.on_conflict_do_update(
-            index_elements=["scope_id", "bucket", "outcome"],
-            set_={"count": recall_counts.c.count + on_sqlite.excluded.count},
-        ),
-        "mysql": on_mysql.on_duplicate_key_update(
-            count=recall_counts.c.count + on_mysql.inserted.count
-        ),
-    }
-
-
-_UPSERT = _upserts()
+_UPSERT = adding_upserts(recall_counts, ("scope_id", "bucket", "outcome"), "count")
 
 
 class RecallLedger:
