@@ -28,6 +28,7 @@ REVISE = "/v1/memory/entries/revise"
 RETIRE = "/v1/memory/entries/retire"
 CHANGES = "/v1/memory/changes"
 SOURCES = "/v1/sources/content"
+SOURCE_GET = "/v1/sources/get"
 PREPARE = "/v1/context/prepare"
 EXPLAIN = "/v1/context/explain"
 FLUSH = "/v1/memory/flush"
@@ -60,8 +61,8 @@ REVIEW_PATHS = (PROPOSE_EXPERIENCE, GET_EXPERIENCE, LIST_EXPERIENCES, PROPOSE_SK
                 LIST_SKILLS, CANDIDATES_LIST, CANDIDATES_GET, CANDIDATES_APPROVE,
                 CANDIDATES_REJECT, CANDIDATES_REVISE)
 
-POST_PATHS = (REMEMBER, SEARCH, GET, LIST, VERSIONS, REVISE, RETIRE, CHANGES, SOURCES, PREPARE,
-              EXPLAIN, FLUSH, ACTIVITY, *REVIEW_PATHS, *BOOTSTRAP_PATHS)
+POST_PATHS = (REMEMBER, SEARCH, GET, LIST, VERSIONS, REVISE, RETIRE, CHANGES, SOURCES,
+              SOURCE_GET, PREPARE, EXPLAIN, FLUSH, ACTIVITY, *REVIEW_PATHS, *BOOTSTRAP_PATHS)
 
 
 #: The hook command of each plugin, as its console script runs it (``<module> hook <name>``).
@@ -121,6 +122,7 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
         RETIRE: {"scope_id": scope_id, "citation": cited},
         CHANGES: {"scope_id": scope_id},
         SOURCES: {"scope_id": scope_id, "source_id": "src-1", "content": "captured"},
+        SOURCE_GET: {"scope_id": scope_id, "source_id": "src-1"},
         PREPARE: {"scope_id": scope_id, "query": "valid query"},
         EXPLAIN: {"scope_id": scope_id, "query": "valid query"},
         FLUSH: {"scope_id": scope_id},

@@ -34,6 +34,7 @@ from tests.e2e.helpers import (
     RECEIPTS,
     REFS_SET,
     REVISE,
+    SOURCE_GET,
     SOURCES,
     VERSIONS,
     create_token,
@@ -74,10 +75,14 @@ def browser(daemon: Daemon, tmp_path: Path) -> Iterator[Browser]:
 
 
 def propose(
-    http: httpx.Client, lesson: str, source_id: str, artifact_refs: Sequence[dict[str, Any]] = ()
+    http: httpx.Client,
+    lesson: str,
+    source_id: str,
+    artifact_refs: Sequence[dict[str, Any]] = (),
+    content: str = "captured prompt",
 ) -> dict[str, Any]:
     captured = http.post(
-        SOURCES, json={"scope_id": SCOPE, "source_id": source_id, "content": "captured prompt"}
+        SOURCES, json={"scope_id": SCOPE, "source_id": source_id, "content": content}
     )
     assert captured.status_code == 202, captured.text
     body = {
@@ -335,8 +340,49 @@ def seed_pages(http: httpx.Client, agent: httpx.Client) -> dict[str, Any]:
         json={"scope_id": SCOPE, "state": "injected", "receipt_id": pack["receipt"]["receipt_id"]},
     )
     assert claimed.status_code == 200, claimed.text
-    assert http.post(PREPARE, json={"scope_id": SCOPE, "query": "CI contract tests"}).status_code
+    # Two packs for the Activity page's recall outcomes: one with items, one nothing matched.
+    ready = http.post(PREPARE, json={"scope_id": SCOPE, "query": "CI contract tests"}).json()
+    unmatched = http.post(PREPARE, json={"scope_id": SCOPE, "query": "zebra quokka xylophone"})
+    assert (ready["status"], unmatched.json()["status"]) == ("ready", "empty"), unmatched.text
     return {"ci": ci, "tagged": tagged, "pack": pack}
+
+
+def local_today(browser: Browser) -> str:
+    """Today in the browser's time zone (the day the Activity page's newest row names)."""
+    return str(browser.driver.execute_script(
+        "const d = new Date(); const p = (n) => String(n).padStart(2, '0');"
+        "return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate());"))  # fmt: skip
+
+
+def wait_for_recall_counts(browser: Browser, day: str, wanted: dict[str, int]) -> Any:
+    """The Activity page's row for ``day`` once its recall counts reach ``wanted``.
+
+    The daemon's ledger writes what it counted every 10 s (store/recall_counts.py), so the
+    page is refreshed (its Refresh button, at most twice a second) until the row shows them,
+    with a generous deadline: a wait on the page, never a sleep."""
+    import time
+
+    row = f'#activity-days-table tr[data-day="{day}"]'
+    last = [0.0]
+
+    def counted(driver: Any) -> Any:
+        try:
+            cell = f'{row} td[data-count="{{}}"]'
+            shown = {
+                name: int(driver.find_element("css selector", cell.format(name)).text)
+                for name in wanted
+            }
+            if all(shown[name] >= least for name, least in wanted.items()):
+                return driver.find_element("css selector", row)
+        except Exception:  # not shown yet, or re-rendered while we read it: look again
+            pass
+        refresh = driver.find_elements("css selector", "#activity-refresh")
+        if refresh and time.monotonic() - last[0] >= 0.5:
+            last[0] = time.monotonic()
+            refresh[0].click()
+        return False
+
+    return browser.wait(counted, timeout=90)
 
 
 def test_filters_history_bootstrap_and_activity(
@@ -408,10 +454,25 @@ def test_filters_history_bootstrap_and_activity(
         assert int(browser.element('#activity-totals [data-count="prompts_captured"]').text) >= 3
         assert "Flush runs" in totals.text
         browser.element('#activity-packs tr[data-operation="prepare_context"]')
+        assert "Daemon-wide pack counters" in browser.element("#activity-body").text
+        # This scope's recall outcomes by day: the packs prepared above, on today's row.
+        today = wait_for_recall_counts(
+            browser, local_today(browser), {"packs_ready": 1, "packs_no_match": 1}
+        )
+        assert today == browser.element("#activity-days-table tbody tr")  # newest first
+        assert int(browser.element('#activity-totals [data-count="packs_ready"]').text) >= 1
+        assert "Recall outcomes" in browser.element("#activity-days-table thead").text
         browser.screenshot(shots / "console-activity.png")
+        browser.driver.execute_script(
+            "const t = document.getElementById('activity-days-table'); t.scrollIntoView();"
+            "t.parentElement.scrollLeft = t.parentElement.scrollWidth;"
+        )
+        browser.screenshot(shots / "console-activity-recall.png")
         browser.click("#lang-toggle")
         browser.text_in("#activity-title", "活动")
         browser.text_in("#activity-totals", "整理次数")
+        browser.text_in("#activity-days-table thead", "召回结果")
+        browser.text_in("#activity-body", "守护进程级")
         browser.screenshot(shots / "console-activity-zh.png")
         browser.click("#lang-toggle")
         browser.text_in("#activity-title", "Activity")
@@ -551,6 +612,44 @@ def test_follow_a_memory_citation_from_a_candidate_to_the_exact_entry_version(
         # Back to the candidate.
         browser.driver.back()
         browser.element(f'#candidate-detail article[data-candidate="{pending["candidate_id"]}"]')
+        assert browser.console_errors() == []
+
+
+def test_a_candidate_s_evidence_opens_the_captured_source_it_cites(
+    daemon: Daemon, browser: Browser, shots: Path
+) -> None:
+    captured = ("The payments webhook test <b>flaked</b> twice: run it with --repeat 3\n"
+                "before merging.")  # fmt: skip
+    with daemon.client() as http:
+        pending = propose(http, "Repeat the payments webhook test before merging",
+                          "src-webhook", content=captured)  # fmt: skip
+        expected = http.post(SOURCE_GET, json={"scope_id": SCOPE, "source_id": "src-webhook"})
+        assert expected.status_code == 200, expected.text
+        log_in(browser, daemon.token)
+        use_scope(browser)
+        open_candidate(browser, pending["candidate_id"])
+
+        toggle = browser.element('#evidence button.show-source[data-source="src-webhook"]')
+        assert toggle.get_attribute("aria-expanded") == "false"
+        browser.click('#evidence button.show-source[data-source="src-webhook"]')
+        text = browser.element('#evidence pre.source-text[data-source="src-webhook"]')
+        # The text exactly as captured, as text (the markup is not HTML), with its place.
+        assert text.get_attribute("textContent") == captured == expected.json()["content"]
+        assert text.find_elements("css selector", "b") == []
+        meta = browser.element("#evidence .source-meta").text
+        assert f"position {expected.json()['position']}" in meta
+        assert expected.json()["created_at"] in meta
+        assert toggle.get_attribute("aria-expanded") == "true"
+        browser.driver.execute_script("document.getElementById('evidence-title').scrollIntoView()")
+        browser.screenshot(shots / "console-inbox-source.png")
+        # Hidden again on a second click.
+        browser.click('#evidence button.show-source[data-source="src-webhook"]')
+        browser.gone('#evidence pre.source-text[data-source="src-webhook"]')
+        browser.click("#lang-toggle")
+        browser.text_in("#evidence .source-ref", "捕获的来源")
+        browser.text_in("#evidence button.show-source", "显示捕获的文本")
+        browser.click("#lang-toggle")
+        browser.text_in("#evidence .source-ref", "captured source")
         assert browser.console_errors() == []
 
 

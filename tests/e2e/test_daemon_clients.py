@@ -226,6 +226,12 @@ def test_clients_read_the_console_operations(module_daemon: Daemon) -> None:
         assert [v.version for v in history.versions] == [2, 1]
         assert client.get_bootstrap_overview(scope_id=scope).scopes[0].status == "read"
         assert client.get_activity(scope_id=scope, days=2).totals.remembered == 1
+        client.capture_content_source(scope_id=scope, source_id="src-read", content="a prompt")
+        source = client.get_source(scope_id=scope, source_id="src-read")
+        assert (source.content, source.position, source.flushed) == ("a prompt", 1, False)
+        with pytest.raises(NotFoundError) as missing:
+            client.get_source(scope_id=scope, source_id="src-none")
+        assert missing.value.code == "source_not_found"
 
     async def scenario() -> None:
         async with AsyncPowerContextClient(module_daemon.url, token=module_daemon.token) as aio:
@@ -236,5 +242,6 @@ def test_clients_read_the_console_operations(module_daemon: Daemon) -> None:
             assert (await aio.get_activity(scope_id=scope)).memory.active == 1
             assert (await aio.explain_context(scope_id=scope, query="lint")).pack.status
             assert (await aio.get_bootstrap_overview(scope_id=scope)).receipts == []
+            assert (await aio.get_source(scope_id=scope, source_id="src-read")).position == 1
 
     asyncio.run(scenario())

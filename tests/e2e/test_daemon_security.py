@@ -54,6 +54,7 @@ from tests.e2e.helpers import (
     RETIRE,
     REVISE,
     SEARCH,
+    SOURCE_GET,
     SOURCES,
     VERSIONS,
     assert_envelope,
@@ -164,6 +165,7 @@ OVER_LIMIT: dict[str, dict[str, Any]] = {
     CHANGES: {"limit": 1001},
     SOURCES: {"content": "c" * 200_001, "source_id": "s" * 257,
               "metadata": {"k": "v" * 17_000}},
+    SOURCE_GET: {"source_id": "s" * 257},
     FLUSH: {"max_sources": 101},
     BOOTSTRAP: {"max_bytes": 8193, "lifecycle": "reboot", "integration": "Codex!",
                 "profile": "powercontext.scope-bootstrap.v2", "event_id": "e" * 257},
@@ -242,7 +244,7 @@ OPTIONAL_INTEGERS: dict[str, dict[str, Any]] = {
     PROPOSE_SKILL: {"artifact_refs": [memory_ref(1)]},
 }
 # The operations whose bodies have no integer field at all.
-NO_INTEGERS = (RECEIPTS, REFS_GET, HANDOFF_NEXT, HANDOFF_WITHDRAW)
+NO_INTEGERS = (RECEIPTS, REFS_GET, HANDOFF_NEXT, HANDOFF_WITHDRAW, SOURCE_GET)
 
 
 def _bad_variants(path: str, scope: str) -> list[tuple[str, bytes]]:

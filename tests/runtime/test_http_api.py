@@ -20,6 +20,7 @@ POST_OPERATIONS = {
     "/v1/memory/entries/list": {"scope_id": SCOPE},
     "/v1/memory/changes": {"scope_id": SCOPE},
     "/v1/sources/content": {"scope_id": SCOPE, "source_id": "s1", "content": "hello"},
+    "/v1/sources/get": {"scope_id": SCOPE, "source_id": "s1"},
     "/v1/memory/entries/get": {
         "scope_id": SCOPE,
         "citation": {
@@ -53,7 +54,8 @@ def test_openapi_is_served_and_strict(api: TestClient) -> None:
     assert {"remember_memory", "search_memory", "get_memory_entry", "list_memory_entries",
             "list_memory_entry_versions",
             "revise_memory_entry", "retire_memory_entry", "list_memory_changes",
-            "capture_content_source", "get_capabilities", "get_metrics", "get_liveness",
+            "capture_content_source", "get_source", "get_capabilities", "get_metrics",
+            "get_liveness",
             "get_readiness", "get_health", "prepare_context", "explain_context",
             "propose_experience",
             "get_experience", "list_experiences", "propose_skill", "get_skill", "list_skills",

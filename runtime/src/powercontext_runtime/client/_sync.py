@@ -35,9 +35,11 @@ from ..contract.context import (
 )
 from ..contract.flush import FlushMemoryRequest, FlushMemoryResponse
 from ..contract.memory import (
+    CapturedSource,
     CaptureSourceRequest,
     CaptureSourceResponse,
     GetMemoryEntryRequest,
+    GetSourceRequest,
     ListMemoryChangesRequest,
     ListMemoryEntriesRequest,
     ListMemoryEntryVersionsRequest,
@@ -175,6 +177,13 @@ class PowerContextClient:
         """A scope's activity by day, counts only, and the daemon's pack counters."""
         body = build(GetActivityRequest, request, fields)
         return self._send("POST", "/v1/activity/get", body, ActivityResponse)
+
+    def get_source(
+        self, request: GetSourceRequest | None = None, /, **fields: Any
+    ) -> CapturedSource:
+        """A captured source read back by its ``source_id`` (content, position, time)."""
+        body = build(GetSourceRequest, request, fields)
+        return self._send("POST", "/v1/sources/get", body, CapturedSource)
 
     def get_bootstrap_overview(
         self, request: GetBootstrapOverviewRequest | None = None, /, **fields: Any

@@ -23,7 +23,9 @@ from .common import (
 __all__ = [
     "CaptureSourceRequest",
     "CaptureSourceResponse",
+    "CapturedSource",
     "GetMemoryEntryRequest",
+    "GetSourceRequest",
     "ListMemoryChangesRequest",
     "ListMemoryEntriesRequest",
     "ListMemoryEntryVersionsRequest",
@@ -284,3 +286,21 @@ class CaptureSourceResponse(StrictModel):
     status: Literal["accepted"]
     source: SourceRef
     position: int = Field(ge=1)
+
+
+class GetSourceRequest(StrictModel):
+    scope_id: ScopeId
+    source_id: SourceId
+
+
+class CapturedSource(StrictModel):
+    """A captured source read back (``get_source``): what evidence naming it points at.
+
+    Untrusted stored text, exactly as captured; never logged."""
+
+    source: SourceRef
+    position: int = Field(ge=1)  # its place in the scope's capture journal
+    content: str
+    metadata: dict[str, Any] | None
+    created_at: str
+    flushed: bool  # whether the flush cursor has passed it (flush_memory processed it)

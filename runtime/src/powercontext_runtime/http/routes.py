@@ -22,9 +22,11 @@ from ..contract.context import (
 )
 from ..contract.flush import FlushMemoryRequest, FlushMemoryResponse
 from ..contract.memory import (
+    CapturedSource,
     CaptureSourceRequest,
     CaptureSourceResponse,
     GetMemoryEntryRequest,
+    GetSourceRequest,
     ListMemoryChangesRequest,
     ListMemoryEntriesRequest,
     ListMemoryEntryVersionsRequest,
@@ -321,6 +323,20 @@ def flush_memory(body: FlushMemoryRequest, request: Request) -> FlushMemoryRespo
 )
 def capture_content_source(body: CaptureSourceRequest, request: Request) -> CaptureSourceResponse:
     return scoped_runtime(request, body.scope_id).sources.capture(body)
+
+
+@router.post(
+    "/v1/sources/get",
+    operation_id="get_source",
+    tags=["sources"],
+    responses=error_responses(401, 403, 404, 413, 422, 503),
+)
+def get_source(body: GetSourceRequest, request: Request) -> CapturedSource:
+    """The source captured under `source_id` in the scope, as captured: its content (untrusted
+    text), metadata, position in the capture journal, when it was captured, and whether a
+    flush has processed it. What a candidate's `source_refs` point at. 404 `source_not_found`.
+    For the web console's Review Inbox; not an MCP tool."""
+    return scoped_runtime(request, body.scope_id).sources.get(body)
 
 
 @router.post("/v1/activity/get", operation_id="get_activity", tags=["system"], responses=_SCOPED)

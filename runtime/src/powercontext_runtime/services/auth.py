@@ -62,6 +62,8 @@ OPERATION_CAPABILITIES: dict[str, Capability | None] = {
     # The web console's Bootstrap and Activity pages: curated content, states and counts.
     "get_bootstrap_overview": "read",
     "get_activity": "read",
+    # A captured source read back (what a candidate's evidence cites): the scope's own text.
+    "get_source": "read",
     # Direct writes: Memory, captured sources, Handoff.
     "remember_memory": "write",
     "revise_memory_entry": "write",

@@ -2,17 +2,25 @@
 
 Positions are gap-free per scope because they come from a locked per-scope counter row, not
 from an auto-increment. Capture is idempotent by ``source_id``: the same payload returns the
-original position, a different payload under the same id is a typed conflict.
+original position, a different payload under the same id is a typed conflict. A captured
+source is read back by its ``source_id`` (:meth:`SourceStore.get`, the console's evidence).
 """
 
 from __future__ import annotations
 
+import json
+
 from sqlalchemy import Connection, insert, select, update
 
 from ..contract.common import SourceRef
-from ..contract.memory import CaptureSourceRequest, CaptureSourceResponse
-from ..errors import ConflictError
-from ._records import canonical_json, sha256_hex
+from ..contract.memory import (
+    CapturedSource,
+    CaptureSourceRequest,
+    CaptureSourceResponse,
+    GetSourceRequest,
+)
+from ..errors import ConflictError, NotFoundError
+from ._records import canonical_json, iso_time, sha256_hex
 from .database import Database, now_ms
 from .schema import source_heads, sources
 
@@ -68,6 +76,39 @@ class SourceStore:
             return accepted(position)
 
         return self._db.write(work)
+
+    def get(self, req: GetSourceRequest) -> CapturedSource:
+        """The source captured under ``source_id`` in the scope (the unique index's row), or
+        ``404 source_not_found``."""
+        with self._db.read() as conn:
+            row = conn.execute(
+                select(
+                    sources.c.position,
+                    sources.c.name,
+                    sources.c.content,
+                    sources.c.metadata,
+                    sources.c.created_at,
+                ).where(sources.c.scope_id == req.scope_id, sources.c.source_id == req.source_id)
+            ).first()
+            cursor = None
+            if row is not None:
+                cursor = conn.execute(
+                    select(source_heads.c.flush_cursor).where(
+                        source_heads.c.scope_id == req.scope_id
+                    )
+                ).scalar()
+        if row is None:
+            raise NotFoundError(
+                "no source with this source_id in the scope", code="source_not_found"
+            )
+        return CapturedSource(
+            source=SourceRef(name=row.name, source_id=req.source_id),
+            position=row.position,
+            content=row.content,
+            metadata=None if row.metadata is None else json.loads(row.metadata),
+            created_at=iso_time(row.created_at),
+            flushed=row.position <= int(cursor or 0),
+        )
 
     def _lock_counter(self, conn: Connection, scope_id: str) -> int:
         query = select(source_heads.c.last_position).where(source_heads.c.scope_id == scope_id)

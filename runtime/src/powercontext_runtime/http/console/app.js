@@ -457,12 +457,39 @@
     return rows;
   }
 
-  // A captured source, exactly as the evidence names it. The API has no read for a captured
-  // source's text (docs/ui.md), so its reference is all there is to show.
+  // A captured source, exactly as the evidence names it, and its text one click away
+  // (get_source: the content as captured, its place in the capture journal, when). The text
+  // is untrusted: only ever put into the page as text.
   function sourceRef(ref) {
+    const holder = h("div", { class: "source-body" });
+    const toggle = h("button", {
+      type: "button", class: "show-source", "aria-expanded": "false", "data-source": ref.source_id,
+      onclick: async () => {
+        if (toggle.getAttribute("aria-expanded") === "true") {
+          holder.replaceChildren(); toggle.setAttribute("aria-expanded", "false"); toggle.textContent = t("evidence.source.show");
+          return;
+        }
+        toggle.setAttribute("aria-expanded", "true"); toggle.textContent = t("evidence.hide");
+        holder.replaceChildren(h("p", { class: "muted" }, t("loading")));
+        holder.replaceChildren(...await capturedSource(ref));
+      },
+    }, t("evidence.source.show"));
     return h("span", { class: "source-ref", "data-source": ref.source_id },
-      t("evidence.source.label", { name: ref.name }), " ", h("code", {}, ref.source_id), " ",
-      h("span", { class: "muted" }, t("evidence.source.noread")));
+      t("evidence.source.label", { name: ref.name }), " ", h("code", {}, ref.source_id), " ", toggle, holder);
+  }
+
+  async function capturedSource(ref) {
+    let found;
+    try {
+      found = await api("/v1/sources/get", { scope_id: state.scope, source_id: ref.source_id });
+    } catch (error) {
+      const gone = error.code === "source_not_found";
+      return [alertBox("error", gone ? t("evidence.source.missing") : t("evidence.source.unreadable", { message: error.message }))];
+    }
+    return [
+      h("p", { class: "muted source-meta" }, t(found.flushed ? "evidence.source.meta.flushed" : "evidence.source.meta", { position: found.position, created: found.created_at })),
+      h("pre", { class: "exact source-text", "data-source": ref.source_id }, found.content),
+    ];
   }
 
   // A Memory reference names a revision of the scope's Memory, not an entry: the link opens
@@ -1122,7 +1149,8 @@
   // -- Activity -----------------------------------------------------------------------------
 
   const ACTIVITY_COLUMNS = ["prompts_captured", "flush_runs", "sources_flushed", "entries_from_flush", "remembered", "revised", "retired",
-    "bootstrap_injected", "bootstrap_failed", "bootstrap_skipped", "bootstrap_pending"];
+    "bootstrap_injected", "bootstrap_failed", "bootstrap_skipped", "bootstrap_pending",
+    "packs_ready", "packs_no_match", "packs_no_memory", "packs_budget"];
 
   function activityView() {
     const section = h("section", { "aria-labelledby": "activity-title" },
@@ -1144,7 +1172,8 @@
       body.replaceChildren(...activityParts(a));
     };
     days.addEventListener("change", load);
-    section.append(h("div", { class: "row" }, h("div", { class: "field" }, h("label", { for: "activity-days" }, t("activity.window")), days)), body);
+    const refresh = h("button", { type: "button", id: "activity-refresh", onclick: load }, t("activity.refresh"));
+    section.append(h("div", { class: "row" }, h("div", { class: "field" }, h("label", { for: "activity-days" }, t("activity.window")), days), refresh), body);
     load();
     return section;
   }
@@ -1153,6 +1182,7 @@
     ["capture", ["prompts_captured", "flush_runs", "sources_flushed", "entries_from_flush"]],
     ["writes", ["remembered", "revised", "retired"]],
     ["bootstrap", ["bootstrap_injected", "bootstrap_failed", "bootstrap_skipped", "bootstrap_pending"]],
+    ["recall", ["packs_ready", "packs_no_match", "packs_no_memory", "packs_budget"]],
   ];
 
   function activityParts(a) {
@@ -1173,9 +1203,10 @@
         h("tr", {}, h("th", { scope: "col" }, t("activity.col.day")), ...ACTIVITY_COLUMNS.map((c) => h("th", { scope: "col" }, t("activity.short." + c))))),
       h("tbody", {}, ...a.days.slice().reverse().map((d) => h("tr", { "data-day": d.day },
         h("th", { scope: "row" }, d.day),
-        ...ACTIVITY_COLUMNS.map((c) => h("td", {}, c === "prompts_captured"
+        ...ACTIVITY_COLUMNS.map((c) => h("td", { "data-count": c }, c === "prompts_captured"
           ? h("span", { class: "bar" }, h("meter", { min: "0", max: String(peak), value: String(d[c]), "aria-label": t("activity.col." + c) }), " ", String(d[c]))
           : String(d[c])))))))));
+    out.push(h("p", { class: "muted", id: "activity-recall-note" }, t("activity.recall.note")));
     out.push(h("h2", {}, t("activity.packs")));
     out.push(h("p", { class: "muted" }, t("activity.packs.intro", { since: a.packs.since })));
     out.push(a.packs.counts.length
