@@ -59,6 +59,7 @@ from tests.e2e.helpers import (
     RETIRE,
     REVISE,
     SEARCH,
+    SOURCE_GET,
     SOURCES,
     VERSIONS,
     new_scope,
@@ -205,6 +206,7 @@ def test_successful_answers_of_every_operation_match_the_document(module_daemon:
     history = call(VERSIONS, {"scope_id": scope, "entry_id": entry["citation"]["entry_id"]})
     assert [v["version"] for v in history["versions"]] == [2, 1], history
     call(SOURCES, {**valid[SOURCES], "metadata": {"host": "codex", "turn": 1}})
+    call(SOURCE_GET, valid[SOURCE_GET])  # the source just captured
     call(FLUSH, {"scope_id": scope})
     call(PREPARE, {"scope_id": scope, "query": "what do I run before pushing?"})
     explained = call(EXPLAIN, {"scope_id": scope, "query": "what do I run before pushing?"})
