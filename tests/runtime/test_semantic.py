@@ -194,6 +194,38 @@ def test_the_full_sweep_runs_at_most_once_a_minute_however_many_writes(
     assert channel.embed_pending() == 0 and sweeps == [1, 1]
 
 
+def test_a_round_with_nothing_pending_starts_the_next_one_past_every_version(
+    semantic: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With every version embedded, the queue read comes back empty; the next round (one a
+    second, one per write) must not scan the whole table again from where the last vector
+    was written, only what is newer than everything already seen."""
+    channel = semantic.semantic
+    assert channel is not None
+    for n in range(3):
+        _remember(semantic, f"{PAYMENTS} (variant {n})")
+    assert channel.embed_pending() == 3
+    starts: list[int] = []
+    pending = channel._vectors.pending
+    monkeypatch.setattr(
+        channel._vectors,
+        "pending",
+        lambda conn, model, after, limit: (
+            starts.append(after) or pending(conn, model, after, limit)
+        ),
+    )
+    _remember(semantic, "A version embedded by a round of its own.")
+    # A retired entry's version is never pending, yet the round has seen it.
+    semantic.memory.retire(
+        RetireMemoryEntryRequest(scope_id=SCOPE, citation=_remember(semantic, LOGIN))
+    )
+    assert channel.embed_pending() == 1
+    assert channel.embed_pending() == 0
+    with semantic.db.read() as conn:
+        top = conn.exec_driver_sql("SELECT max(id) FROM memory_versions").scalar_one()
+    assert starts[0] < top and starts[-1] == top
+
+
 def test_backfill_reports_progress_and_a_model_change_reembeds(
     semantic: Runtime, server: EmbeddingServer, tmp_path: Path
 ) -> None:

@@ -22,7 +22,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqlalchemy import Connection, bindparam, select
+from sqlalchemy import Connection, bindparam, func, select
 
 from ..embeddings import Embedder, EmbeddingTimeoutError, EmbeddingUnavailableError
 from ..search.fusion import Admission
@@ -68,6 +68,8 @@ _CANDIDATE_ROWS = select(
     _v.c.state,
 ).where(_v.c.id.in_(bindparam("ids", expanding=True)))
 
+
+_NEWEST_VERSION = select(func.max(_v.c.id))
 
 _SQLITE_CANDIDATE_ROWS = (
     "SELECT id, scope_id, entry_id, entry_version_id, text, valid_to, state"
@@ -338,7 +340,7 @@ class SemanticChannel:
     def embed_pending(self, max_batches: int = 8) -> int:
         """One worker round: embed up to ``max_batches`` batches of queued versions.
 
-        Most rounds read only versions newer than the last one embedded (a primary-key range);
+        Most rounds read only versions newer than the newest one seen (a primary-key range);
         the first round, then one at most every ``FULL_SWEEP_SECONDS``, scans from row 0, which
         also catches versions committed out of id order (concurrent writers on OceanBase) and
         prunes the vectors of superseded versions and of other models."""
@@ -350,20 +352,28 @@ class SemanticChannel:
             after = 0 if sweep else self._high_water
             done = 0
             for _ in range(max_batches):
-                rows = self._read(
-                    lambda conn, after=after: self._vectors.pending(
-                        conn, self.model_id, after, BATCH
-                    )
-                )
-                if not rows:
+                rows, seen = self._read(lambda conn, after=after: self._pending(conn, after))
+                if rows:
+                    self._store(rows)
+                    done += len(rows)
+                after = seen
+                self._high_water = max(self._high_water, seen)
+                if len(rows) < BATCH:
                     break
-                self._store(rows)
-                done += len(rows)
-                after = rows[-1].rowid
-                self._high_water = max(self._high_water, after)
             if sweep:
                 self._db.write(lambda conn: self._vectors.prune(conn, self.model_id))
             return done
+
+    def _pending(self, conn: Connection, after: int) -> tuple[list[PendingVersion], int]:
+        """A batch of the queue after ``after``, and the id up to which this read has seen
+        every version. A short batch saw them all, so the next round starts past the newest:
+        the high-water must advance when nothing is pending, or every round (one a second,
+        and one per write) re-reads the whole table (≈ 0.1 s at 100k)."""
+        rows = self._vectors.pending(conn, self.model_id, after, BATCH)
+        if len(rows) == BATCH:
+            return rows, rows[-1].rowid
+        newest = conn.execute(_NEWEST_VERSION).scalar()
+        return rows, max(after, int(newest or 0))
 
     def _store(self, rows: Sequence[PendingVersion]) -> None:
         vectors = self.embedder.embed([embedding_text(r.text, r.tags) for r in rows])
