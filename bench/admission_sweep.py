@@ -1,0 +1,478 @@
+"""The pack's admission of vector-only candidates, swept offline on the real runtime's channels.
+
+``recall_quality.py --embeddings local`` measures one admission per run over HTTP. This script
+takes, once per query, what the real runtime's two channels return for a prepared pack — the
+lexical hits (``MemoryStore.search``, limit ``MEMORY_CANDIDATES``) and the vector candidates
+(the local model's query pass, ``SemanticChannel.candidates``, top ``vector_candidates``) — in
+process on a temporary SQLite home, and then re-applies admission rules offline: the runtime's
+own :func:`~powercontext_runtime.search.fusion.fuse` and ``PreparedContextBuilder`` (8,000
+bytes, like the bench), so a pack here is the pack the runtime would build under that rule.
+
+A rule admits a vector-only candidate when its cosine reaches the ``floor``, or, with a
+``low`` floor, when it reaches ``low`` *and* shares evidence with the prompt (``gate``):
+
+* ``term``: a query term (``query_terms``: stop words, CJK question words and function
+  characters already removed) among the candidate's ``document_terms``;
+* ``word``: the same without Han/kana single-character terms (a shared character is not a
+  shared word).
+
+At most ``cap`` vector-only candidates are admitted (the best ones). Rows: paraphrase,
+cross-language, unrelated ``empty``, short lexical, long (issue 17's rows).
+
+Generalisation checks:
+
+* ``--split``: the dev set in two halves by a hash of each line's id; for each half, the
+  grid's best rule on the *other* half (most paraphrase + cross-language recalled with
+  unrelated ``empty`` ≥ 95 % there) and the fixed rules, measured on this half.
+* ``--ddtp``: Debian DDTP (``semantic_recall.py``'s data: package synopses, en and zh, against
+  English descriptions, 200 held-out packages not loaded). Pack hit (relevant description in
+  the pack) for loaded packages and pack non-empty for held-out ones, per rule.
+
+    python bench/admission_sweep.py                 # dev set: the grid, best rules first
+    python bench/admission_sweep.py --split         # and the held-out halves
+    python bench/admission_sweep.py --ddtp          # DDTP (fetches apt's indexes once)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "runtime" / "src"))
+
+from _common import BENCH_DIR  # noqa: E402
+from recall_quality import (  # noqa: E402
+    CROSS_LANGUAGE,
+    LEXICAL_SHORT_CATEGORIES,
+    LONG_CATEGORY,
+    load_dataset,
+)
+
+from powercontext_runtime.composition import Runtime  # noqa: E402
+from powercontext_runtime.context.builder import MemoryHit, PreparedContextBuilder  # noqa: E402
+from powercontext_runtime.contract.memory import RememberMemoryRequest  # noqa: E402
+from powercontext_runtime.extraction.directives import without_directives  # noqa: E402
+from powercontext_runtime.search import fusion  # noqa: E402
+from powercontext_runtime.search.analyzer import document_terms, query_terms  # noqa: E402
+from powercontext_runtime.services.context import MEMORY_CANDIDATES  # noqa: E402
+from powercontext_runtime.services.memory import vector_candidates  # noqa: E402
+from powercontext_runtime.settings import Settings  # noqa: E402
+
+MAX_BYTES = 8000
+UNRELATED_BUDGET = 0.95
+FLOORS = (0.38, 0.40, 0.42, 0.44, 0.46, 0.48, 0.50)
+LOW_FLOORS = (None, 0.31, 0.33, 0.35, 0.37, 0.39, 0.41)
+CAPS = (1, 2)
+GATES = ("term", "word")
+
+
+class Candidate(NamedTuple):
+    key: str  # entry version id
+    entry_id: str
+    text: str
+    similarity: float
+
+
+@dataclass(frozen=True)
+class Captured:
+    """One query's channels, as the runtime returned them."""
+
+    id: str
+    kind: str  # a dev-set category, "unrelated", or for DDTP "en"/"zh"
+    terms: frozenset[str]
+    lexical: list[Candidate]  # similarity 0: lexical hits, best first
+    vector: list[Candidate]  # best first
+    expected: frozenset[str]  # entry ids; empty = any memory item is wrong
+    held_out: bool = False
+
+
+class Rule(NamedTuple):
+    floor: float
+    low: float | None = None
+    cap: int | None = 1
+    gate: str = "term"
+
+    def label(self) -> str:
+        cap = "no cap" if self.cap is None else f"at most {self.cap}"
+        if self.low is None:
+            return f"cosine ≥ {self.floor:.2f}, {cap}"
+        return f"≥ {self.floor:.2f}, or ≥ {self.low:.2f} and a shared {self.gate}, {cap}"
+
+
+LEXICAL_ONLY = Rule(2.0)  # no cosine reaches it ("cosine ≥ 2.00" in the tables)
+DEFAULT = Rule(0.46)
+PROPOSED = Rule(0.46, 0.37, 1, "word")
+
+
+def _is_unigram(term: str) -> bool:
+    # Han ``c<4-5 hex>`` and kana/Hangul ``k<4-5 hex>`` unigrams (bigrams have 10 hex digits).
+    return term[0] in "ck" and len(term) <= 6
+
+
+def evidence(terms: frozenset[str], text: str, gate: str) -> bool:
+    shared = terms.intersection(document_terms(text))
+    if gate == "word":
+        return any(not _is_unigram(t) for t in shared)
+    return bool(shared)
+
+
+_builder = PreparedContextBuilder()
+
+
+def pack(query: Captured, rule: Rule, cache: dict[tuple[str, str, str], bool]) -> list[str]:
+    """Entry ids of the pack's memory items under ``rule``."""
+    lexical_keys = {c.key for c in query.lexical}
+    by_key = {c.key: c for c in query.lexical} | {
+        c.key: c for c in query.vector if c.key not in lexical_keys
+    }
+    # The rule as the runtime's single-floor fusion: a candidate the rule refuses gets a
+    # cosine no floor admits (it keeps its vector rank); the rest face the lower floor.
+    vector: list[tuple[str, float]] = []
+    for c in query.vector:
+        admissible = c.key in lexical_keys or c.similarity >= rule.floor
+        if not admissible and rule.low is not None and c.similarity >= rule.low:
+            memo = (query.id, c.key, rule.gate)
+            if memo not in cache:
+                cache[memo] = evidence(query.terms, c.text, rule.gate)
+            admissible = cache[memo]
+        vector.append((c.key, c.similarity if admissible else -2.0))
+    fused = fusion.fuse(
+        [c.key for c in query.lexical],
+        vector,
+        fusion.Admission(rule.floor if rule.low is None else rule.low, rule.cap),
+        MEMORY_CANDIDATES,
+        lambda k: by_key[str(k)].entry_id.encode(),
+    )
+    hits = [
+        MemoryHit(revision=1, entry_id=by_key[str(f.key)].entry_id, entry_version_id=str(f.key),
+                  text=by_key[str(f.key)].text)
+        for f in fused
+    ]  # fmt: skip
+    _, decisions = _builder.explain(hits, [], MAX_BYTES)
+    return [
+        hits[d.index].entry_id
+        for d in decisions
+        if d.family == "memory" and d.outcome in ("taken", "truncated")
+    ]
+
+
+# -- capture ---------------------------------------------------------------------------------
+
+
+def open_runtime(home: Path) -> Runtime:
+    # No deadline here: a late query embedding would only lose a data point, not fall back.
+    env = {"POWERCONTEXT_EMBEDDINGS": "local", "POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT": "30"}
+    runtime = Runtime.open(Settings.load(env=env, home=home, auth="none"))
+    assert runtime.semantic is not None
+    return runtime
+
+
+def capture(
+    runtime: Runtime, scope_id: str, query_id: str, kind: str, text: str, expected: Iterable[str]
+) -> Captured:
+    semantic = runtime.semantic
+    assert semantic is not None
+    question = without_directives(text)
+    terms = query_terms(question)
+    store = runtime.memory._store  # the lexical search find() runs (bench-only access)
+    lexical = store.search(scope_id, terms, MEMORY_CANDIDATES)
+    vector = semantic.candidates(
+        scope_id, semantic.embed_query(question), vector_candidates(MEMORY_CANDIDATES)
+    )
+    return Captured(
+        query_id,
+        kind,
+        frozenset(terms),
+        [Candidate(h.entry_version_id, h.entry_id, h.text, 0.0) for h in lexical.hits],
+        [Candidate(c.entry_version_id, c.entry_id, c.text, c.similarity) for c in vector],
+        frozenset(expected),
+    )
+
+
+def capture_dev(data_path: Path) -> list[Captured]:
+    data = load_dataset(data_path)
+    home = Path(tempfile.mkdtemp(prefix="pc-admission-sweep-"))
+    runtime = open_runtime(home)
+    try:
+        runtime_id: dict[str, str] = {}
+        for entry in data.entries:
+            written = runtime.memory.remember(
+                RememberMemoryRequest(
+                    scope_id=entry.scope, kind=entry.kind, text=entry.text, tags=list(entry.tags)
+                )
+            )
+            runtime_id[entry.id] = written.entry.citation.entry_id
+        runtime.backfill_embeddings()
+        out = [
+            capture(runtime, q.scope, q.id, q.category, q.query,
+                    (runtime_id[e] for e in q.expected))
+            for q in data.queries
+        ]  # fmt: skip
+        out += [capture(runtime, u.scope, u.id, "unrelated", u.query, ()) for u in data.unrelated]
+        return out
+    finally:
+        runtime.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def capture_ddtp(lists: Path | None, entries: int, holdout: int, queries: int) -> list[Captured]:
+    import semantic_recall
+
+    lists = lists or Path(tempfile.gettempdir()) / "powercontext-ddtp" / "lists"
+    if not list(lists.glob("*Translation-zh%5fCN*")):
+        semantic_recall.fetch_lists(lists)
+    labelled, others = semantic_recall.dataset(lists)
+    rnd = random.Random(0)  # semantic_recall.py's split
+    rnd.shuffle(labelled)
+    held, loaded = labelled[:holdout], labelled[holdout:]
+    distractors = rnd.sample(others, max(0, min(len(others), entries - len(loaded))))
+    texts = [row["doc"] for row in loaded] + distractors
+    rnd.shuffle(texts)
+    home = Path(tempfile.mkdtemp(prefix="pc-admission-ddtp-"))
+    runtime = open_runtime(home)
+    scope = "bench:admission"
+    try:
+        id_of: dict[str, str] = {}
+        for text in texts:
+            written = runtime.memory.remember(
+                RememberMemoryRequest(scope_id=scope, kind="fact", text=text)
+            )
+            id_of.setdefault(text, written.entry.citation.entry_id)
+        started = time.perf_counter()
+        runtime.backfill_embeddings()
+        print(f"embedded in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        sample = random.Random(1).sample(loaded, min(queries, len(loaded)))
+        out = []
+        for lang in ("en", "zh"):
+            for row in sample:
+                out.append(capture(runtime, scope, row["id"], lang, row[lang], [id_of[row["doc"]]]))
+            for row in held:
+                captured = capture(runtime, scope, row["id"], lang, row[lang], ())
+                out.append(Captured(**{**captured.__dict__, "held_out": True}))
+        return out
+    finally:
+        runtime.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# -- measurement -----------------------------------------------------------------------------
+
+
+def gate_rate(rows: Iterable[Captured], rule: Rule = PROPOSED) -> list[int]:
+    """[band candidates sharing a word with the prompt, band candidates]: the vector-only
+    candidates between ``rule``'s two floors, how selective its gate is."""
+    assert rule.low is not None
+    passed = total = 0
+    for q in rows:
+        lexical = {c.key for c in q.lexical}
+        for c in q.vector:
+            if c.key not in lexical and rule.low <= c.similarity < rule.floor:
+                total += 1
+                passed += evidence(q.terms, c.text, rule.gate)
+    return [passed, total]
+
+
+def score_dev(rows: list[Captured], rule: Rule, cache: dict[Any, bool]) -> dict[str, list[int]]:
+    keys = ("paraphrase", "cross", "unrelated_empty", "unrelated_vector_only", "short", "long")
+    counts = {k: [0, 0] for k in keys}
+    for q in rows:
+        got = pack(q, rule, cache)
+        if q.kind == "unrelated":
+            lexical = {c.entry_id for c in q.lexical}
+            counts["unrelated_vector_only"][0] += any(e not in lexical for e in got)
+            counts["unrelated_vector_only"][1] += 1
+            key, ok = "unrelated_empty", not got
+        else:
+            ok = bool(q.expected.intersection(got))
+            key = {"paraphrase": "paraphrase", CROSS_LANGUAGE: "cross", LONG_CATEGORY: "long"}.get(
+                q.kind, "short" if q.kind in LEXICAL_SHORT_CATEGORIES else ""
+            )
+        if key:
+            counts[key][0] += ok
+            counts[key][1] += 1
+    return counts
+
+
+def _pct(pair: list[int]) -> str:
+    return f"{100 * pair[0] / pair[1]:.1f} % ({pair[0]}/{pair[1]})" if pair[1] else "—"
+
+
+def grid() -> list[Rule]:
+    rules = [LEXICAL_ONLY]
+    for floor in FLOORS:
+        for cap in CAPS:
+            for low in LOW_FLOORS:
+                if low is None:
+                    rules.append(Rule(floor, None, cap))
+                    continue
+                rules += [Rule(floor, low, cap, gate) for gate in GATES]
+    return rules
+
+
+def best(results: list[tuple[Rule, dict[str, list[int]]]]) -> tuple[Rule, dict[str, list[int]]]:
+    """Most paraphrase + cross-language recalled with unrelated ``empty`` within budget; ties
+    to the stricter rule (fewer admissions: higher floors, smaller cap)."""
+    within = [
+        r for r in results
+        if r[1]["unrelated_empty"][0] >= UNRELATED_BUDGET * r[1]["unrelated_empty"][1]
+    ]  # fmt: skip
+    return max(
+        within,
+        key=lambda r: (
+            r[1]["paraphrase"][0] + r[1]["cross"][0],
+            r[1]["short"][0] + r[1]["long"][0],
+            r[0].floor,
+            -(r[0].cap or 99),
+            r[0].low or 2.0,
+        ),
+    )
+
+
+def table(results: Iterable[tuple[str, dict[str, list[int]]]]) -> str:
+    head = (
+        "| rule | paraphrase | cross-language | unrelated `empty` | unrelated with a vector-only"
+        " item | short lexical | long |"
+    )
+    lines = [head, "| --- | --- | --- | --- | --- | --- | --- |"]
+    keys = ("paraphrase", "cross", "unrelated_empty", "unrelated_vector_only", "short", "long")
+    for label, c in results:
+        cells = [_pct(c[k]) for k in keys]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def half_of(query_id: str) -> int:
+    return zlib.crc32(query_id.encode()) % 2
+
+
+def run_dev(rows: list[Captured], split: bool, top: int) -> dict[str, Any]:
+    cache: dict[Any, bool] = {}
+    rules = grid()
+    results = [(rule, score_dev(rows, rule, cache)) for rule in rules]
+    fixed = [LEXICAL_ONLY, DEFAULT, Rule(0.46, 0.37, 1, "term"), PROPOSED, Rule(0.40), Rule(0.42)]
+    by_rule = dict(results)
+    print("## Dev set, fixed rules\n")
+    print(table((rule.label(), by_rule[rule]) for rule in fixed))
+    ranked = sorted(
+        (
+            r for r in results
+            if r[1]["unrelated_empty"][0] >= UNRELATED_BUDGET * r[1]["unrelated_empty"][1]
+        ),
+        key=lambda r: -(r[1]["paraphrase"][0] + r[1]["cross"][0]),
+    )  # fmt: skip
+    print("\nBand candidates (vector only, 0.37 ≤ cosine < 0.46) sharing a word with the prompt:")
+    for kind, label in (("paraphrase", "paraphrase"), (CROSS_LANGUAGE, "cross-language"),
+                        ("unrelated", "unrelated")):  # fmt: skip
+        print(f"- {label}: {_pct(gate_rate(q for q in rows if q.kind == kind))}")
+    print(f"\n## Dev set, the {top} best rules with unrelated `empty` ≥ 95 %\n")
+    print(table((rule.label(), c) for rule, c in ranked[:top]))
+    report: dict[str, Any] = {
+        "grid": [{"rule": rule._asdict(), **c} for rule, c in results],
+    }
+    if split:
+        print("\n## Held-out halves (hash of the id): rule chosen on the other half\n")
+        out = []
+        for half in (0, 1):
+            train = [q for q in rows if half_of(q.id) != half]
+            test = [q for q in rows if half_of(q.id) == half]
+            chosen, _ = best([(rule, score_dev(train, rule, cache)) for rule in rules])
+            for label, rule in (
+                (f"half {half}: chosen on the other half: {chosen.label()}", chosen),
+                (f"half {half}: {DEFAULT.label()}", DEFAULT),
+                (f"half {half}: {PROPOSED.label()}", PROPOSED),
+                (f"half {half}: lexical only", LEXICAL_ONLY),
+            ):
+                out.append((label, score_dev(test, rule, cache)))
+        print(table(out))
+        report["split"] = [{"label": label, **c} for label, c in out]
+    return report
+
+
+def run_ddtp(rows: list[Captured]) -> dict[str, Any]:
+    cache: dict[Any, bool] = {}
+    rules = [LEXICAL_ONLY, DEFAULT, Rule(0.46, 0.37, 1, "term"), PROPOSED,
+             Rule(0.46, 0.41, 1, "word"), Rule(0.46, 0.33, 1, "word"),
+             Rule(0.44), Rule(0.42), Rule(0.40), Rule(0.37)]  # fmt: skip
+    head = (
+        "| rule | en pack hit | zh pack hit | held-out non-empty en | held-out non-empty zh |"
+        " held-out with a vector-only item en / zh |"
+    )
+    lines = [head, "| --- | --- | --- | --- | --- | --- |"]
+    report = []
+    for rule in rules:
+        cells: dict[str, list[int]] = {}
+        for lang in ("en", "zh"):
+            hit, n_loaded, nonempty, vector_only, n_held = 0, 0, 0, 0, 0
+            for q in rows:
+                if q.kind != lang:
+                    continue
+                got = pack(q, rule, cache)
+                if q.held_out:
+                    n_held += 1
+                    nonempty += bool(got)
+                    lexical = {c.entry_id for c in q.lexical}
+                    vector_only += any(e not in lexical for e in got)
+                else:
+                    n_loaded += 1
+                    hit += bool(q.expected.intersection(got))
+            cells[f"{lang}_hit"] = [hit, n_loaded]
+            cells[f"{lang}_nonempty"] = [nonempty, n_held]
+            cells[f"{lang}_vector_only"] = [vector_only, n_held]
+        lines.append(
+            f"| {rule.label()} | {_pct(cells['en_hit'])} | {_pct(cells['zh_hit'])} | "
+            f"{_pct(cells['en_nonempty'])} | {_pct(cells['zh_nonempty'])} | "
+            f"{cells['en_vector_only'][0]} / {cells['zh_vector_only'][0]} |"
+        )
+        report.append({"rule": rule._asdict(), **cells})
+    print("## Debian DDTP, pack admission\n")
+    print("\n".join(lines))
+    print("\nBand candidates (vector only, 0.37 ≤ cosine < 0.46) sharing a word with the prompt:")
+    for lang in ("en", "zh"):
+        for held in (False, True):
+            which = [q for q in rows if q.kind == lang and q.held_out == held]
+            label = f"{lang}, {'held out' if held else 'loaded'}"
+            print(f"- {label}: {_pct(gate_rate(which))}")
+    return {"ddtp": report}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", type=Path, default=BENCH_DIR / "data" / "recall_dev.jsonl")
+    p.add_argument("--split", action="store_true", help="also the held-out halves of the dev set")
+    p.add_argument("--top", type=int, default=12, help="best grid rules shown (default 12)")
+    p.add_argument("--ddtp", action="store_true", help="the Debian DDTP set instead")
+    p.add_argument("--lists", type=Path, default=None, help="DDTP: apt lists directory")
+    p.add_argument("--entries", type=int, default=3000, help="DDTP: entries loaded")
+    p.add_argument("--holdout", type=int, default=200, help="DDTP: packages not loaded")
+    p.add_argument("--queries", type=int, default=400, help="DDTP: loaded packages queried")
+    p.add_argument("--json", type=Path, default=None, help="write the numbers as JSON")
+    args = p.parse_args(argv)
+    started = time.perf_counter()
+    if args.ddtp:
+        rows = capture_ddtp(args.lists, args.entries, args.holdout, args.queries)
+        print(f"captured {len(rows)} queries in {time.perf_counter() - started:.0f} s\n",
+              file=sys.stderr)  # fmt: skip
+        report = run_ddtp(rows)
+    else:
+        rows = capture_dev(args.data)
+        print(f"captured {len(rows)} queries in {time.perf_counter() - started:.0f} s\n",
+              file=sys.stderr)  # fmt: skip
+        report = run_dev(rows, args.split, args.top)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
