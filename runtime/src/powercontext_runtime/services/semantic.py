@@ -22,10 +22,11 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy import Connection, func, select, text
 
 from ..embeddings import Embedder, EmbeddingTimeoutError, EmbeddingUnavailableError
 from ..search.fusion import Admission
+from ..store._records import json_listed
 from ..store._sqlite import sqlite_driver
 from ..store.database import Database
 from ..store.schema import memory_versions
@@ -58,15 +59,11 @@ QUIET_SECONDS = 0.025
 MAX_DEFER_SECONDS = 2.0
 
 _v = memory_versions
-_CANDIDATE_ROWS = select(
-    _v.c.id,
-    _v.c.scope_id,
-    _v.c.entry_id,
-    _v.c.entry_version_id,
-    _v.c.text,
-    _v.c.valid_to,
-    _v.c.state,
-).where(_v.c.id.in_(bindparam("ids", expanding=True)))
+_CANDIDATE_ROWS = text(
+    "SELECT v.id, v.scope_id, v.entry_id, v.entry_version_id, v.text, v.valid_to, v.state FROM "
+    + json_listed("ids", "BIGINT")
+    + " JOIN memory_versions v ON v.id = listed.value"
+)
 
 
 _NEWEST_VERSION = select(func.max(_v.c.id))
@@ -333,7 +330,7 @@ class SemanticChannel:
             marks = ",".join("?" * len(wanted))
             rows = sqlite_driver(conn).execute(_SQLITE_CANDIDATE_ROWS + f"({marks})", wanted)
             return [_CandidateRow(*row) for row in rows.fetchall()]
-        return conn.execute(_CANDIDATE_ROWS, {"ids": wanted}).all()
+        return conn.execute(_CANDIDATE_ROWS, {"ids": json.dumps(wanted)}).all()
 
     # -- the write side --------------------------------------------------------------------
 

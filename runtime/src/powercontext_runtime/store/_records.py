@@ -23,6 +23,15 @@ ARTIFACT_REFS = TypeAdapter(list[ArtifactRef])
 MAX_STORED_INT = 2**63 - 1  # the largest integer every backend can bind
 
 
+def json_listed(name: str, sql_type: str) -> str:
+    """A ``FROM`` item for OceanBase: the JSON array bound to ``:name`` as rows of one column,
+    ``listed.value``. One statement, so one cached plan, whatever the list's length: an
+    expanding ``IN`` renders a statement per length, and OceanBase parses and plans each new
+    length again (measured at 1k entries: a 2,000-character prompt's 186 terms read in 5.4 ms
+    that way, ≈ 1 ms once planned). SQLite's ``json_each`` plays the same part there."""
+    return f"JSON_TABLE(:{name}, '$[*]' COLUMNS (value {sql_type} PATH '$')) AS listed"
+
+
 def new_id(prefix: str) -> str:
     """An opaque, unguessable id; 80 random bits are plenty for per-scope uniqueness."""
     return prefix + secrets.token_hex(10)

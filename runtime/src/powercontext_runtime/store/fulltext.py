@@ -24,7 +24,7 @@ from typing import Literal, Protocol
 from sqlalchemy import Connection, bindparam, delete, select, text, update
 
 from ..search.scoring import Document, document, split_repeats
-from ._records import adding_upserts
+from ._records import adding_upserts, json_listed
 from ._sqlite import sqlite_driver
 from .schema import search_terms
 
@@ -116,7 +116,7 @@ def read_frequencies(
     doc_count = conn.execute(_DOC_COUNT, key).scalar()
     if not doc_count:
         return 0, {}
-    rows = conn.execute(_FREQUENCIES, {**key, "terms": list(terms)}).all()
+    rows = conn.execute(_FREQUENCIES, {**key, "terms": json.dumps(list(terms))}).all()
     return int(doc_count), {term: df for term, df in rows}
 
 
@@ -130,10 +130,9 @@ _DOC_COUNT = select(search_terms.c.df).where(
     search_terms.c.family == bindparam("family"),
     search_terms.c.term == DOCS_TERM,
 )
-_FREQUENCIES = select(search_terms.c.term, search_terms.c.df).where(
-    search_terms.c.scope_id == bindparam("scope_id"),
-    search_terms.c.family == bindparam("family"),
-    search_terms.c.term.in_(bindparam("terms", expanding=True)),
+_FREQUENCIES = text(
+    "SELECT t.term, t.df FROM " + json_listed("terms", "VARCHAR(255)") + " JOIN search_terms t"
+    " ON t.scope_id = :scope_id AND t.family = :family AND t.term = listed.value"
 )
 
 

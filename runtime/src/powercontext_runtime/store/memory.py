@@ -28,6 +28,7 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    text,
     update,
 )
 
@@ -60,6 +61,7 @@ from ._records import (
     dump_refs,
     encode_cursor,
     iso_time,
+    json_listed,
     new_id,
     sha256_hex,
 )
@@ -89,9 +91,11 @@ Analyze = Callable[[str], list[str]]
 # Statements of the prompt-time read path, built once: constructing a ``select()`` costs more
 # than running it (≈ 90 µs against ≈ 20 µs for a prebuilt statement).
 _HEAD = select(memory_heads.c.revision).where(memory_heads.c.scope_id == bindparam("scope_id"))
-_VERSIONS_BY_ID = select(
-    _v.c.id, _v.c.scope_id, _v.c.entry_id, _v.c.entry_version_id, _v.c.text
-).where(_v.c.id.in_(bindparam("ids", expanding=True)))
+_VERSIONS_BY_ID = text(
+    "SELECT v.id, v.scope_id, v.entry_id, v.entry_version_id, v.text FROM "
+    + json_listed("ids", "BIGINT")
+    + " JOIN memory_versions v ON v.id = listed.value"
+)
 # The same two reads as fixed SQL for the SQLite driver cursor (see ``sqlite_driver``).
 _SQLITE_HEAD = "SELECT revision FROM memory_heads WHERE scope_id = ?"
 _SQLITE_VERSIONS_BY_ID = (
@@ -638,7 +642,7 @@ class MemoryStore:
         if self._db.backend == "sqlite":
             found = sqlite_driver(conn).execute(_SQLITE_VERSIONS_BY_ID, (json.dumps(ids),))
             return found.fetchall()
-        return conn.execute(_VERSIONS_BY_ID, {"ids": ids}).all()
+        return conn.execute(_VERSIONS_BY_ID, {"ids": json.dumps(ids)}).all()
 
     def _lock_head(self, conn: Connection, scope_id: str) -> int:
         """The head revision, locked for this transaction (0 when the scope has no memory)."""
