@@ -207,7 +207,7 @@ def test_a_small_cache_evicts_and_refills_without_changing_an_answer(
     for sequence in ids[1:]:
         forward.encode(sequence)
     assert forward.cached == 256  # full, and never more
-    assert forward.nbytes == 256 * 3328 * 2  # float16 rows
+    assert forward.nbytes == 256 * (3328 * 2 + 512)  # float16 rows, quantised embedding rows
     assert forward.misses > 256  # it evicted and computed again
     again = forward.encode(ids[0])
     # Same rows, same arithmetic up to the BLAS kernel: OpenBLAS may pick another kernel for
@@ -215,6 +215,42 @@ def test_a_small_cache_evicts_and_refills_without_changing_an_answer(
     np.testing.assert_allclose(first, again, rtol=0, atol=1e-6)
     assert _cosine(first, again) >= 0.9999999
     assert _cosine(first, _stock_of_ids(stock, ids[0])) >= 0.99999
+
+
+class _CountedTable:
+    """The embedding table, counting the rows read from it (it is a file mapping in the
+    runtime: every row read makes a page of it resident)."""
+
+    def __init__(self, table: Any) -> None:
+        self._table, self.rows_read = table, 0
+        self.shape, self.dtype = table.shape, table.dtype
+
+    def __getitem__(self, ids: Any) -> Any:
+        self.rows_read += len(ids)
+        return self._table[ids]
+
+
+class _BackendWithCountedTable:
+    def __init__(self, backend: Any) -> None:
+        self._backend, self.table = backend, _CountedTable(backend.table)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+
+def test_a_warm_query_reads_nothing_from_the_embedding_table(
+    embedder: LocalUSEEmbedder, stock: Any
+) -> None:
+    backend, _ = embedder._loaded()
+    counted = _BackendWithCountedTable(backend)
+    forward = QueryForward(counted, capacity=512)
+    ids = embedder.query_ids("where does the deploy script live? 部署脚本在哪里")
+    first = forward.encode(ids)
+    assert counted.table.rows_read == len(set(ids))  # each missing token's row, once
+    again = forward.encode(ids)
+    assert counted.table.rows_read == len(set(ids))  # cached: the table is not read again
+    np.testing.assert_allclose(first, again, rtol=0, atol=1e-6)
+    assert _cosine(again, _stock_of_ids(stock, ids)) >= 0.99999
 
 
 def test_the_query_pass_refuses_what_it_cannot_embed(embedder: LocalUSEEmbedder) -> None:
