@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -382,6 +386,162 @@ def test_plain_http_edges_of_the_endpoint(sqlite_runtime: Runtime) -> None:
                 assert anonymous.json()["error"]["code"] == "unauthorized"
 
     anyio.run(main)
+
+
+def test_concurrent_first_requests_start_one_session_manager(
+    sqlite_runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK starts with the first MCP request; requests racing it wait for the one start."""
+    from powercontext_runtime.mcp import endpoint, server
+
+    made: list[object] = []
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        made.append(manager := server.session_manager(*args, **kwargs))
+        return manager
+
+    monkeypatch.setattr(endpoint, "_load_server", lambda: _Wrapped(counting))
+    token = _token(sqlite_runtime)
+    app = create_app(sqlite_runtime)
+    mcp_route = next(r for r in app.routes if getattr(r, "path", None) == "/mcp")
+    mcp = mcp_route.endpoint  # type: ignore[attr-defined]
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    statuses: list[int] = []
+
+    async def one(http: httpx2.AsyncClient, n: int) -> None:
+        reply = await http.post(
+            "/mcp", json={"jsonrpc": "2.0", "id": n, "method": "tools/list"}, headers=headers
+        )
+        statuses.append(reply.status_code)
+        assert len(reply.json()["result"]["tools"]) == len(EXPECTED_TOOLS)
+
+    async def main() -> None:
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url=BASE) as http:
+            for _lifespan in range(2):  # a fresh manager for each lifespan
+                async with app.router.lifespan_context(app):
+                    assert not mcp.started
+                    await http.get("/v1/health")  # other routes do not start it
+                    assert not mcp.started
+                    async with anyio.create_task_group() as group:
+                        for n in range(8):
+                            group.start_soon(one, http, n)
+                    assert mcp.started
+                assert not mcp.started
+
+    anyio.run(main)
+    assert statuses == [200] * 16
+    assert len(made) == 2 and made[0] is not made[1]
+
+
+_FRESH_PROCESS = """
+import sys, anyio
+from pathlib import Path
+import powercontext_runtime.cli.main  # what `powercontext serve` loads first
+from powercontext_runtime.composition import Runtime
+from powercontext_runtime.http import create_app
+from powercontext_runtime.settings import Settings
+
+runtime = Runtime.open(Settings.load(env={}, home=Path(sys.argv[1])))
+runtime.ensure_local_token()
+token = runtime.settings.token_file.read_text().strip()
+app = create_app(runtime)
+heavy = ("mcp", "httpx")  # the MCP SDK, and the client only configured endpoints use
+
+async def main():
+    async with app.router.lifespan_context(app):
+        print("started:", sorted(m for m in heavy if m in sys.modules))
+        import httpx2
+
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://localhost") as http:
+            reply = await http.post(
+                "/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                headers={
+                    "Authorization": f"Bearer {token}",
+                    "Accept": "application/json",
+                    "MCP-Protocol-Version": "2025-06-18",
+                },
+            )
+        print("status:", reply.status_code, len(reply.json()["result"]["tools"]))
+        print("after /mcp:", "mcp" in sys.modules)
+
+anyio.run(main)
+runtime.close()
+"""
+
+
+def test_a_daemon_loads_the_mcp_sdk_on_the_first_mcp_request(tmp_path: Path) -> None:
+    """A fresh interpreter, as `powercontext serve`: the app starts without the SDK (≈ 23 MiB
+    resident) or httpx and loads the SDK when MCP is first called."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FRESH_PROCESS, str(tmp_path / "home")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "started: []",
+        f"status: 200 {len(EXPECTED_TOOLS)}",
+        "after /mcp: True",
+    ]
+
+
+class _Wrapped:
+    """A stand-in for the ``server`` module whose ``session_manager`` is replaced."""
+
+    def __init__(self, session_manager: Callable[..., Any]) -> None:
+        self.session_manager = session_manager
+
+
+def test_a_failed_start_is_a_clean_503_and_the_next_request_tries_again(
+    sqlite_runtime: Runtime, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from powercontext_runtime.mcp import endpoint, server
+
+    attempts: list[int] = []
+
+    def flaky() -> Any:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ImportError("stand-in: the SDK is broken")
+        return server
+
+    monkeypatch.setattr(endpoint, "_load_server", flaky)
+    token = _token(sqlite_runtime)
+    app = create_app(sqlite_runtime)
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+
+    async def main() -> None:
+        transport = httpx2.ASGITransport(app=app)
+        async with (
+            httpx2.AsyncClient(transport=transport, base_url=BASE) as http,
+            app.router.lifespan_context(app),
+        ):
+            failed = await http.post("/mcp", json=listing, headers=headers)
+            assert failed.status_code == 503
+            assert failed.json()["error"]["code"] == "runtime_not_ready"
+            served = await http.post("/mcp", json=listing, headers=headers)
+            assert served.status_code == 200
+
+    with caplog.at_level(logging.ERROR, logger="powercontext.mcp"):
+        anyio.run(main)
+    assert len(attempts) == 2
+    [record] = [r for r in caplog.records if r.getMessage() == "mcp_start_failed"]
+    assert record.error_type == "ImportError"  # type: ignore[attr-defined]
+    assert "stand-in" not in caplog.text
 
 
 # -- fixtures for the review tools --------------------------------------------------------------

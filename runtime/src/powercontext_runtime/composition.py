@@ -15,7 +15,6 @@ from .context.builder import PreparedContextBuilder
 from .embeddings import Embedder
 from .extraction import Extractor, ExtractorLoadError, load_extractor
 from .extraction.directives import DirectivesExtractor
-from .extraction.openai_compatible import OpenAICompatibleExtractor
 from .files import secure_data_dir
 from .search.analyzer import document_terms
 from .search.fusion import Admission
@@ -244,6 +243,10 @@ def _semantic(settings: Settings, db: Database) -> SemanticChannel | None:
 
 def _extractor(settings: Settings) -> Extractor:
     if settings.extractor == "openai-compatible":
+        # Imported here, like the embeddings endpoint's client: httpx (and what it pulls in)
+        # is resident memory that a daemon without a configured endpoint never uses.
+        from .extraction.openai_compatible import OpenAICompatibleExtractor
+
         assert settings.extractor_base_url and settings.extractor_model  # Settings.validate
         return OpenAICompatibleExtractor(
             settings.extractor_base_url,

@@ -7,8 +7,6 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ..client import PowerContextClient
-from ..client._common import default_token, default_url
 from ..contract.capabilities import AGENT_CAPABILITIES, ALL_CAPABILITIES
 from ..contract.common import check_scope_pattern
 from ..errors import PowerContextError
@@ -199,6 +197,11 @@ def _doctor(args: argparse.Namespace) -> int:
         check("writes", False, exc.message)
     except PowerContextError as exc:
         check("database", False, exc.message)
+    # The client is imported here, as in ``output.scoped_client``: httpx (and, through it,
+    # rich and click) is resident memory that ``serve`` never uses.
+    from ..client import PowerContextClient
+    from ..client._common import default_token, default_url
+
     # The daemon and the token of *this* data dir (--data-dir), not the default one's.
     url = args.url or default_url(home=settings.home)
     token = args.token or default_token(home=settings.home)

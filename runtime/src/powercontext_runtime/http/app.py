@@ -31,12 +31,11 @@ _DESCRIPTION = (
 
 
 def create_app(runtime: Runtime) -> FastAPI:
-    # MCP (spec 03 § MCP): the SDK's Streamable HTTP session manager runs in the app lifespan.
+    # MCP (spec 03 § MCP): the SDK's session manager runs in the app lifespan, started by the
+    # first MCP request (mcp/endpoint.py).
     settings = runtime.settings
     hosts = HostPolicy(settings.host, settings.allowed_hosts)
-    mcp = McpEndpoint(
-        runtime, max_body_bytes=settings.max_body_bytes, security=hosts.mcp_settings()
-    )
+    mcp = McpEndpoint(runtime, max_body_bytes=settings.max_body_bytes, security=hosts.mcp_settings)
     app = FastAPI(
         title="PowerContext Runtime",
         version=__version__,

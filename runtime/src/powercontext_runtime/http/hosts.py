@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from mcp.server.transport_security import TransportSecuritySettings
+if TYPE_CHECKING:
+    from mcp.server.transport_security import TransportSecuritySettings
 
 __all__ = ["HostPolicy"]
 
@@ -77,7 +79,12 @@ class HostPolicy:
 
     def mcp_settings(self) -> TransportSecuritySettings:
         """The same policy for the MCP SDK's own check, so it can never be looser than ours
-        (RequestMiddleware has already applied it to every request, /mcp included)."""
+        (RequestMiddleware has already applied it to every request, /mcp included).
+
+        Called when the MCP endpoint first starts (``mcp/endpoint.py``), not before: the SDK
+        is loaded only then."""
+        from mcp.server.transport_security import TransportSecuritySettings
+
         every = sorted(f"[{h}]" if ":" in h else h for h in self._names)
         return TransportSecuritySettings(
             enable_dns_rebinding_protection=True,

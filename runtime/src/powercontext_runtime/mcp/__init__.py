@@ -1,6 +1,10 @@
-"""MCP front end: the curated tool allow-list served at ``/mcp`` (spec 03 § MCP)."""
+"""MCP front end: the curated tool allow-list served at ``/mcp`` (spec 03 § MCP).
 
-from .server import McpEndpoint, build_server
+``endpoint`` and ``tools`` load without the MCP SDK; ``server`` (the SDK's server and session
+manager) is imported by the endpoint on the first MCP request.
+"""
+
+from .endpoint import McpEndpoint
 from .tools import NEVER_EXPOSED, TOOLS, ToolSpec
 
-__all__ = ["NEVER_EXPOSED", "TOOLS", "McpEndpoint", "ToolSpec", "build_server"]
+__all__ = ["NEVER_EXPOSED", "TOOLS", "McpEndpoint", "ToolSpec"]

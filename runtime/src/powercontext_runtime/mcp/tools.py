@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-from mcp.types import Tool, ToolAnnotations
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..composition import Runtime
 from ..contract.bootstrap import CommitHandoffRequest, GetHandoffRequest, HandoffResult
@@ -68,6 +66,10 @@ _UNTRUSTED = (
 )
 
 
+if TYPE_CHECKING:
+    from mcp.types import Tool
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """One MCP tool: the HTTP operation it mirrors and how to run it on the Runtime."""
@@ -81,6 +83,8 @@ class ToolSpec:
 
     def to_mcp(self) -> Tool:
         """The ``tools/list`` entry; schemas come from the same models HTTP validates with."""
+        from mcp.types import Tool, ToolAnnotations  # the SDK loads with the endpoint (endpoint.py)
+
         return Tool(
             name=self.name,
             description=self.description,
