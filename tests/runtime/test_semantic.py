@@ -34,7 +34,7 @@ from powercontext_runtime.errors import InvalidRequestError
 from powercontext_runtime.http import create_app
 from powercontext_runtime.search import fusion
 from powercontext_runtime.services.auth import Principal
-from powercontext_runtime.services.semantic import EmbeddingWorker, SemanticChannel
+from powercontext_runtime.services.semantic import BATCH, EmbeddingWorker, SemanticChannel
 from powercontext_runtime.settings import ConfigError, Settings
 from tests.support.backends import database_url_for
 from tests.support.embedding_server import DIMENSION, EmbeddingServer, embedding_server
@@ -467,7 +467,88 @@ def test_a_steady_stream_of_writes_still_gets_embedded() -> None:
         worker.stop()
 
 
+class _BackfillChannel:
+    """Stands in for the channel during a backfill: rounds write the scripted counts, and
+    rebuilds are recorded (the first ``failures`` raise, like a refused server call)."""
+
+    def __init__(self, counts: list[int], *, rebuilds_index: bool, failures: int = 0) -> None:
+        self.counts = counts
+        self.rounds = 0
+        self.rebuilds_index = rebuilds_index
+        self.rebuilds = 0
+        self._failures = failures
+
+    def embed_pending(self) -> int:
+        self.rounds += 1
+        return self.counts.pop(0) if self.counts else 0
+
+    def rebuild_index(self) -> float:
+        self.rebuilds += 1
+        if self.rebuilds <= self._failures:
+            raise TimeoutError("stand-in: the server refused")
+        return 0.0
+
+
+def _backfilling(channel: _BackfillChannel, rebuild_after: int) -> EmbeddingWorker:
+    worker = EmbeddingWorker(
+        cast(SemanticChannel, channel), interval=600, quiet=0, rebuild_after=rebuild_after
+    )
+    worker.start()
+    return worker
+
+
+def test_the_worker_asks_for_one_index_rebuild_once_a_large_backfill_drains() -> None:
+    full = BATCH * 8  # a full round: more is queued, the worker goes again at once
+    channel = _BackfillChannel([full, full, full, 5], rebuilds_index=True)
+    worker = _backfilling(channel, rebuild_after=2 * full)
+    try:
+        _wait_for(lambda: channel.rebuilds == 1)
+        assert channel.rounds == 4  # after the drained round, not between the full ones
+        assert worker.wait_for_rebuild(30)
+        for _ in range(3):  # small batches later: below the threshold, no new rebuild
+            channel.counts.append(7)
+            rounds = channel.rounds
+            worker.wake()
+            _wait_for(lambda rounds=rounds: channel.rounds == rounds + 1)
+        assert worker.wait_for_rebuild(30)
+        assert channel.rebuilds == 1
+    finally:
+        worker.stop()
+
+
+def test_a_failed_rebuild_is_logged_by_type_and_the_worker_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    channel = _BackfillChannel([40], rebuilds_index=True, failures=1)
+    with caplog.at_level("WARNING", logger="powercontext.semantic"):
+        worker = _backfilling(channel, rebuild_after=30)
+        try:
+            _wait_for(lambda: channel.rebuilds == 1)
+            assert worker.wait_for_rebuild(30)
+            channel.counts.append(35)  # another batch over the threshold: asked again
+            worker.wake()
+            _wait_for(lambda: channel.rebuilds == 2)
+            assert worker.wait_for_rebuild(30)
+        finally:
+            worker.stop()
+    [failed] = [r for r in caplog.records if r.getMessage() == "vector_index_rebuild_failed"]
+    assert failed.error_type == "TimeoutError"  # type: ignore[attr-defined]
+    assert "stand-in" not in caplog.text
+
+
+def test_a_backend_that_owns_its_index_is_never_asked_to_rebuild() -> None:
+    channel = _BackfillChannel([BATCH * 8, 40], rebuilds_index=False)  # SQLite
+    worker = _backfilling(channel, rebuild_after=1)
+    try:
+        _wait_for(lambda: channel.rounds == 2)
+    finally:
+        worker.stop()
+    assert channel.rebuilds == 0
+
+
 def test_reindex_embeddings_cli(
+    backend: str,
+    request: pytest.FixtureRequest,
     tmp_path: Path,
     server: EmbeddingServer,
     monkeypatch: pytest.MonkeyPatch,
@@ -476,20 +557,34 @@ def test_reindex_embeddings_cli(
     home = tmp_path / "home"
     for key, value in _env(server).items():
         monkeypatch.setenv(key, value)
-    rt = Runtime.open(Settings.load(home=home))
+    url = database_url_for(backend, request, tmp_path)
+    db = ["--data-dir", str(home), "--database-url", url]
+    rt = Runtime.open(Settings.load(home=home, database_url=url))
     try:
         for n in range(5):
             _remember(rt, f"{CI} #{n}")
     finally:
         rt.close()
-    assert cli_main(["reindex", "--embeddings", "--data-dir", str(home)]) == 0
+    assert cli_main(["reindex", "--embeddings", *db]) == 0
     captured = capsys.readouterr()
     assert "embedded 5 entry versions" in captured.out
     assert "embedded 0/5" in captured.err and "embedded 5/5" in captured.err  # not a TTY
-    assert cli_main(["reindex", "--embeddings", "--data-dir", str(home), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["embedded"] == 0
+    # OceanBase: the server's HNSW index is asked for a rebuild after the backfill (it holds
+    # every vector in its incremental part); SQLite's index is the daemon's own.
+    server_index = backend == "oceanbase"
+    assert ("vector index checked and rebuilt if needed" in captured.out) is server_index
+    assert ("rebuild its vector index" in captured.err) is server_index
+    assert cli_main(["reindex", "--embeddings", *db, "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["embedded"] == 0 and "vector_index_seconds" not in second  # nothing new
+    rt = Runtime.open(Settings.load(home=home, database_url=url))
+    try:  # the vectors (and, on OceanBase, the rebuilt index) still answer
+        hits = _search(rt, "持续集成", mode="vector").hits
+        assert len(hits) == 5 and all(hit.text.startswith(CI) for hit in hits)
+    finally:
+        rt.close()
     monkeypatch.setenv("POWERCONTEXT_EMBEDDINGS", "off")
-    assert cli_main(["reindex", "--embeddings", "--data-dir", str(home)]) != 0
+    assert cli_main(["reindex", "--embeddings", *db]) != 0
 
 
 # -- settings, client and fusion (pure) ---------------------------------------------------

@@ -57,6 +57,11 @@ QUIET_SECONDS = 0.025
 #: ...but never longer than this after the first wake: a steady stream of writes still gets
 #: its vectors, a batch at a time.
 MAX_DEFER_SECONDS = 2.0
+#: Vectors the worker writes before it asks a database server whose index it does not own
+#: (OceanBase) to rebuild that index, once the queue is drained. A backfill leaves every
+#: vector in the index's slow incremental part; the server decides whether a rebuild is
+#: worth it (a fifth of the index incremental), so a smaller batch only costs the call.
+REBUILD_AFTER_VECTORS = 10_000
 
 _v = memory_versions
 _CANDIDATE_ROWS = text(
@@ -408,6 +413,22 @@ class SemanticChannel:
                     progress(done, max(total, done))
             return done
 
+    @property
+    def rebuilds_index(self) -> bool:
+        """Whether the vectors' index is the database server's (OceanBase), to be rebuilt
+        after a large backfill (:meth:`rebuild_index`)."""
+        return self._vectors.rebuilds_index
+
+    def rebuild_index(self) -> float:
+        """Ask the database server to rebuild its vector index if enough of it is
+        incremental (it decides; see ``VectorStore.rebuild_index``), waiting until it is
+        done; the seconds it took. Online: searches go on meanwhile."""
+        started = time.monotonic()
+        self._db.maintain(self._vectors.rebuild_index)
+        took = time.monotonic() - started
+        _log.info("vector_index_rebuild_checked", extra={"duration_ms": round(took * 1000, 1)})
+        return took
+
     def close(self) -> None:
         self._queries.shutdown(wait=False, cancel_futures=True)
         close = getattr(self.embedder, "close", None)
@@ -432,12 +453,16 @@ class EmbeddingWorker:
         *,
         quiet: float = QUIET_SECONDS,
         max_defer: float = MAX_DEFER_SECONDS,
+        rebuild_after: int = REBUILD_AFTER_VECTORS,
     ) -> None:
         self.event = "memory_embedded"
         self._channel = channel
         self._interval = interval
         self._quiet = quiet
         self._max_defer = max_defer
+        self._rebuild_after = rebuild_after
+        self._written = 0  # vectors written since the last rebuild was asked for
+        self._rebuilding: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="powercontext-embed", daemon=True)
@@ -477,7 +502,39 @@ class EmbeddingWorker:
                     },
                 )
             # A full round means more is queued: go again at once.
-            delay = 0.0 if count >= BATCH * 8 else self._interval
+            drained = count < BATCH * 8
+            delay = self._interval if drained else 0.0
+            self._written += count
+            if drained and self._written >= self._rebuild_after:
+                self._start_rebuild()
+
+    def _start_rebuild(self) -> None:
+        """Rebuild the server's index in a thread of its own (it may take many minutes at
+        100k: the worker keeps embedding new writes meanwhile); one at a time."""
+        if not self._channel.rebuilds_index:
+            return
+        if self._rebuilding is not None and self._rebuilding.is_alive():
+            return  # the next drained round asks again
+        self._written = 0
+        rebuilding = threading.Thread(
+            target=self._rebuild, name="powercontext-vector-index", daemon=True
+        )
+        rebuilding.start()
+        self._rebuilding = rebuilding  # started first: wait_for_rebuild may join it at once
+
+    def _rebuild(self) -> None:
+        try:
+            self._channel.rebuild_index()
+        except Exception as exc:  # the server rebuilds by itself too, only later
+            _log.warning("vector_index_rebuild_failed", extra={"error_type": type(exc).__name__})
+
+    def wait_for_rebuild(self, timeout: float) -> bool:
+        """Wait for a rebuild under way, if any; False when it is still running."""
+        rebuilding = self._rebuilding
+        if rebuilding is not None:
+            rebuilding.join(timeout)
+            return not rebuilding.is_alive()
+        return True
 
     def _until_writes_pause(self) -> None:
         """Wait until no write has woken the worker for ``quiet`` seconds (at most

@@ -389,6 +389,13 @@ class Database:
                 raise _unavailable(failure) from None
         raise AssertionError("unreachable")
 
+    def maintain(self, work: Callable[[Connection], T]) -> T:
+        """Run a long server-side maintenance call (OceanBase: a vector index rebuild, which
+        may take many minutes) on a pooled connection of its own, outside any transaction:
+        it holds no snapshot and no lock of ours meanwhile, and is never retried."""
+        with self._guard(), self._connect(self.engine) as conn:
+            return work(conn.execution_options(isolation_level="AUTOCOMMIT"))
+
     @contextmanager
     def _writer_turn(self) -> Iterator[None]:
         """This process's turn to write (SQLite; see ``_writer``), waited for as long as

@@ -43,6 +43,9 @@ EXACT_MAX = 4096  # up to this many vectors in a scope, score every one
 PREFILTER = 1000  # Hamming candidates rescored in int8 above EXACT_MAX
 _BLOCK = 8192  # rows upcast to float32 at a time (bounds the temporary to ~16 MiB)
 _TAIL_CHUNK = 4096  # rows read from the table at a time when topping an index up
+#: OceanBase: the share of an HNSW index's rows in its incremental part from which a rebuild
+#: is worth it (the server's own default for ``DBMS_VECTOR.REBUILD_INDEX``).
+REBUILD_SHARE = 0.2
 
 
 class PendingVersion(NamedTuple):
@@ -93,6 +96,12 @@ class VectorStore(Protocol):
     def prune(self, conn: Connection, model: str) -> int: ...
     def count(self, conn: Connection, model: str) -> int: ...
     def clear(self, conn: Connection) -> None: ...
+
+    #: Whether the index lives in the database server and wants :meth:`rebuild_index` after
+    #: a large backfill (SQLite's index is this process's own, exact up to its prefilter).
+    rebuilds_index: bool
+
+    def rebuild_index(self, conn: Connection) -> None: ...
 
 
 def for_backend(backend: str, dimension: int) -> VectorStore:
@@ -477,6 +486,11 @@ class _SqliteVectors:
         with self._lock:
             self._indexes.clear()
 
+    rebuilds_index = False
+
+    def rebuild_index(self, conn: Connection) -> None:
+        return None  # loaded per scope and topped up by this process: nothing to rebuild
+
 
 # -- OceanBase: VECTOR(n) with an HNSW index -----------------------------------------------
 
@@ -586,6 +600,20 @@ class _OceanBaseVectors:
 
     def clear(self, conn: Connection) -> None:
         conn.exec_driver_sql(f"DELETE FROM {self._table}")
+
+    rebuilds_index = True
+
+    def rebuild_index(self, conn: Connection) -> None:
+        """Ask the server to rebuild the HNSW index when at least ``REBUILD_SHARE`` of its
+        rows sit in the incremental part (the procedure's own ``delta_rate_threshold``: the
+        server decides, so a call after a small batch costs nothing). Vectors written after
+        the index was built, all of them after a backfill, are searched far more slowly
+        until then (docs/oceanbase.md), and the server's own check runs once a day. Online:
+        the old index serves until the new one replaces it."""
+        t = self._table  # a name of ours (the dimension is an int): nothing of a caller's
+        conn.exec_driver_sql(
+            f"CALL DBMS_VECTOR.REBUILD_INDEX('vx_{t}', '{t}', 'embedding', {REBUILD_SHARE})"
+        )
 
 
 def _literal(vector: Any) -> str:
