@@ -17,6 +17,7 @@ from typing import cast
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import create_engine
 
 from powercontext_runtime.cli.main import main as cli_main
 from powercontext_runtime.composition import Runtime
@@ -565,15 +566,25 @@ def test_reindex_embeddings_cli(
             _remember(rt, f"{CI} #{n}")
     finally:
         rt.close()
+    server_index = backend == "oceanbase"
+    if server_index:  # a table analysed while empty, as after a fresh deployment
+        _vector_table_stats(url, "CALL DBMS_STATS.DELETE_TABLE_STATS(database(), '{t}')")
     assert cli_main(["reindex", "--embeddings", *db]) == 0
     captured = capsys.readouterr()
     assert "embedded 5 entry versions" in captured.out
     assert "embedded 0/5" in captured.err and "embedded 5/5" in captured.err  # not a TTY
     # OceanBase: the server's HNSW index is asked for a rebuild after the backfill (it holds
-    # every vector in its incremental part); SQLite's index is the daemon's own.
-    server_index = backend == "oceanbase"
+    # every vector in its incremental part), and the optimizer's statistics are refreshed
+    # (planned from an empty table, the scope filter is a scan); SQLite's index is its own.
     assert ("vector index checked and rebuilt if needed" in captured.out) is server_index
     assert ("rebuild its vector index" in captured.err) is server_index
+    if server_index:
+        rows = _vector_table_stats(
+            url,
+            "SELECT num_rows FROM oceanbase.DBA_TAB_STATISTICS"
+            " WHERE owner = database() AND table_name = '{t}'",
+        )
+        assert rows == [(5,)]  # NUM_ROWS counted, not the NULL of no statistics
     assert cli_main(["reindex", "--embeddings", *db, "--json"]) == 0
     second = json.loads(capsys.readouterr().out)
     assert second["embedded"] == 0 and "vector_index_seconds" not in second  # nothing new
@@ -585,6 +596,17 @@ def test_reindex_embeddings_cli(
         rt.close()
     monkeypatch.setenv("POWERCONTEXT_EMBEDDINGS", "off")
     assert cli_main(["reindex", "--embeddings", *db]) != 0
+
+
+def _vector_table_stats(url: str, statement: str) -> list[tuple[object, ...]]:
+    """Run ``statement`` (``{t}``: the vector table) on OceanBase, outside the runtime."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            found = conn.exec_driver_sql(statement.format(t=f"memory_vectors_d{DIMENSION}"))
+            return [tuple(row) for row in found] if found.returns_rows else []
+    finally:
+        engine.dispose()
 
 
 # -- settings, client and fusion (pure) ---------------------------------------------------

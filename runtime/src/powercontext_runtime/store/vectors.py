@@ -604,13 +604,20 @@ class _OceanBaseVectors:
     rebuilds_index = True
 
     def rebuild_index(self, conn: Connection) -> None:
-        """Ask the server to rebuild the HNSW index when at least ``REBUILD_SHARE`` of its
-        rows sit in the incremental part (the procedure's own ``delta_rate_threshold``: the
-        server decides, so a call after a small batch costs nothing). Vectors written after
-        the index was built, all of them after a backfill, are searched far more slowly
-        until then (docs/oceanbase.md), and the server's own check runs once a day. Online:
-        the old index serves until the new one replaces it."""
+        """Refresh the table's optimizer statistics, then ask the server to rebuild the HNSW
+        index when at least ``REBUILD_SHARE`` of its rows sit in the incremental part.
+
+        The statistics first (≈ 0.2 s at 100k): with those of a table that was empty or
+        small, the optimizer plans the scope-filtered search as a pre-filter over every
+        row of the scope (seekdb at 100k: 44 ms p50) instead of the index search with an
+        iterative post-filter (2.3 ms), and the server refreshes them only at its own
+        schedule. The rebuild (the procedure's ``delta_rate_threshold``: the server
+        decides, so a call after a small batch costs nothing): vectors written after the
+        index was built, all of them after a backfill, are searched more slowly until then
+        (docs/oceanbase.md), and the server's own check runs once a day. Online: the old
+        index serves until the new one replaces it."""
         t = self._table  # a name of ours (the dimension is an int): nothing of a caller's
+        conn.exec_driver_sql(f"CALL DBMS_STATS.GATHER_TABLE_STATS(database(), '{t}')")
         conn.exec_driver_sql(
             f"CALL DBMS_VECTOR.REBUILD_INDEX('vx_{t}', '{t}', 'embedding', {REBUILD_SHARE})"
         )
