@@ -388,6 +388,19 @@ def test_plain_http_edges_of_the_endpoint(sqlite_runtime: Runtime) -> None:
     anyio.run(main)
 
 
+async def _list_tools(http: httpx2.AsyncClient, token: str, n: int = 1) -> httpx2.Response:
+    """One stateless ``tools/list`` POST (2025 protocol header, plain JSON answer)."""
+    return await http.post(
+        "/mcp",
+        json={"jsonrpc": "2.0", "id": n, "method": "tools/list"},
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json",
+            "MCP-Protocol-Version": "2025-06-18",
+        },
+    )
+
+
 def test_concurrent_first_requests_start_one_session_manager(
     sqlite_runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -405,17 +418,10 @@ def test_concurrent_first_requests_start_one_session_manager(
     app = create_app(sqlite_runtime)
     mcp_route = next(r for r in app.routes if getattr(r, "path", None) == "/mcp")
     mcp = mcp_route.endpoint  # type: ignore[attr-defined]
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Accept": "application/json",
-        "MCP-Protocol-Version": "2025-06-18",
-    }
     statuses: list[int] = []
 
     async def one(http: httpx2.AsyncClient, n: int) -> None:
-        reply = await http.post(
-            "/mcp", json={"jsonrpc": "2.0", "id": n, "method": "tools/list"}, headers=headers
-        )
+        reply = await _list_tools(http, token, n)
         statuses.append(reply.status_code)
         assert len(reply.json()["result"]["tools"]) == len(EXPECTED_TOOLS)
 
@@ -517,12 +523,6 @@ def test_a_failed_start_is_a_clean_503_and_the_next_request_tries_again(
     monkeypatch.setattr(endpoint, "_load_server", flaky)
     token = _token(sqlite_runtime)
     app = create_app(sqlite_runtime)
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Accept": "application/json",
-        "MCP-Protocol-Version": "2025-06-18",
-    }
-    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 
     async def main() -> None:
         transport = httpx2.ASGITransport(app=app)
@@ -530,10 +530,10 @@ def test_a_failed_start_is_a_clean_503_and_the_next_request_tries_again(
             httpx2.AsyncClient(transport=transport, base_url=BASE) as http,
             app.router.lifespan_context(app),
         ):
-            failed = await http.post("/mcp", json=listing, headers=headers)
+            failed = await _list_tools(http, token)
             assert failed.status_code == 503
             assert failed.json()["error"]["code"] == "runtime_not_ready"
-            served = await http.post("/mcp", json=listing, headers=headers)
+            served = await _list_tools(http, token)
             assert served.status_code == 200
 
     with caplog.at_level(logging.ERROR, logger="powercontext.mcp"):

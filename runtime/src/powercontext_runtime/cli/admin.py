@@ -158,7 +158,7 @@ def _reindex(args: argparse.Namespace) -> int:
             embedded = runtime.backfill_embeddings(Progress(sys.stderr, quiet=args.json))
             if embedded and runtime.semantic is not None and runtime.semantic.rebuilds_index:
                 if not args.json:
-                    # Online, but long at scale (18 min at 100k vectors on 2 cores): say so.
+                    # Online, but long at scale (14 min at 100k vectors on 2 cores): say so.
                     print(
                         "asking the database server to rebuild its vector index (online;"
                         " minutes at 100k entries)",
