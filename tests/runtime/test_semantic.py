@@ -578,6 +578,7 @@ def test_reindex_embeddings_cli(
     # (planned from an empty table, the scope filter is a scan); SQLite's index is its own.
     assert ("vector index checked and rebuilt if needed" in captured.out) is server_index
     assert ("rebuild its vector index" in captured.err) is server_index
+    assert ("`powercontext compact` starts one now" in captured.out) is server_index
     if server_index:
         rows = _vector_table_stats(
             url,

@@ -29,6 +29,7 @@ from .services.semantic import EmbeddingWorker, SemanticChannel
 from .settings import ConfigError, Settings
 from .store.activity import ActivityStore
 from .store.bootstrap import BootstrapStore
+from .store.compaction import Compaction
 from .store.database import Database
 from .store.flush import FlushStore
 from .store.memory import MemoryStore
@@ -176,6 +177,9 @@ class Runtime:
 
     def compact_search_index(self) -> int:
         return self.db.compact_search_index()
+
+    def compact_storage(self, wait: float) -> Compaction:
+        return self.db.compact_storage(wait)
 
     def close(self) -> None:
         self.recall.close()  # the last counts, while the database is still open

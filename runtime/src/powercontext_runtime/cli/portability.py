@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import ConflictError, NotFoundError, UnavailableError
 from ..settings import Settings
-from .output import UsageError, emit
+from .output import UsageError, compaction_pending, emit
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -273,6 +273,7 @@ def _import(args: argparse.Namespace) -> int:
 
     with _input(args.file) as handle:
         runtime = _runtime(_settings(args))
+        backend = runtime.backend
         try:
             summary = import_file(
                 runtime.db,
@@ -295,7 +296,7 @@ def _import(args: argparse.Namespace) -> int:
             "\nthe search index was built for them; with POWERCONTEXT_EMBEDDINGS on, the "
             "daemon's embedding worker computes their vectors (or run `powercontext reindex "
             "--embeddings`)"
-        )
+        ) + compaction_pending(backend)
     emit(
         {
             "dry_run": summary.dry_run,
@@ -375,6 +376,7 @@ def _migrate(args: argparse.Namespace) -> int:
             raise UnavailableError(
                 f"the target database (--to) cannot be used: {exc.message}", code=exc.code
             ) from None
+        target_backend = target.backend
         try:
             report = migrate(
                 source,
@@ -404,5 +406,7 @@ def _migrate(args: argparse.Namespace) -> int:
             "create them there with `powercontext token create`)",
         ]
     )
+    if report.imported:
+        human += compaction_pending(target_backend)
     emit(result, as_json=args.json, human=human)
     return 0

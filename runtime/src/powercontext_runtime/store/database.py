@@ -19,6 +19,7 @@ import enum
 import logging
 import os
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -47,7 +48,7 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.schema import CreateTable
 
 from ..errors import UnavailableError
-from . import fulltext
+from . import compaction, fulltext
 from ._sqlite import sqlite_driver
 from .schema import add_missing_columns, add_missing_indexes, metadata
 
@@ -323,6 +324,17 @@ class Database:
             ):
                 steps += 1
         return steps
+
+    def compact_storage(self, wait: float) -> compaction.Compaction:
+        """Merge what a bulk load left behind (``powercontext compact``, see
+        :mod:`.compaction`): SQLite's FTS5 segments, all of them, one short write per step;
+        OceanBase: a major compaction of the tenant, waited for up to ``wait`` seconds."""
+        started = time.monotonic()
+        if self.backend == "sqlite":
+            steps = self.compact_search_index(max_steps=sys.maxsize)
+            return compaction.Compaction(self.backend, time.monotonic() - started, True, steps)
+        finished = self.maintain(lambda conn: compaction.major_compaction(conn, wait))
+        return compaction.Compaction(self.backend, time.monotonic() - started, finished)
 
     # -- transactions ----------------------------------------------------------------------
 
