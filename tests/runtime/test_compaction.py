@@ -15,20 +15,12 @@ from powercontext_runtime.composition import Runtime
 from powercontext_runtime.contract.memory import RememberMemoryRequest
 from powercontext_runtime.settings import Settings
 from powercontext_runtime.store import compaction
+from tests.runtime.test_portability_cli import run
 from tests.support.backends import _server_connection, database_url_for
 from tests.support.realistic_scope import packs, populate
 
 SHOP = "git:example.com/acme/shop"
 _HINT = "`powercontext compact` starts one now"
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        code = cli_main(list(args))
-    except SystemExit as exc:  # usage errors exit 2 through argparse's path
-        code = int(exc.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture
