@@ -57,12 +57,38 @@ CANDIDATES_GET = "/v1/artifact-candidates/get"
 CANDIDATES_APPROVE = "/v1/artifact-candidates/approve"
 CANDIDATES_REJECT = "/v1/artifact-candidates/reject"
 CANDIDATES_REVISE = "/v1/artifact-candidates/revise"
-REVIEW_PATHS = (PROPOSE_EXPERIENCE, GET_EXPERIENCE, LIST_EXPERIENCES, PROPOSE_SKILL, GET_SKILL,
-                LIST_SKILLS, CANDIDATES_LIST, CANDIDATES_GET, CANDIDATES_APPROVE,
-                CANDIDATES_REJECT, CANDIDATES_REVISE)
+REVIEW_PATHS = (
+    PROPOSE_EXPERIENCE,
+    GET_EXPERIENCE,
+    LIST_EXPERIENCES,
+    PROPOSE_SKILL,
+    GET_SKILL,
+    LIST_SKILLS,
+    CANDIDATES_LIST,
+    CANDIDATES_GET,
+    CANDIDATES_APPROVE,
+    CANDIDATES_REJECT,
+    CANDIDATES_REVISE,
+)
 
-POST_PATHS = (REMEMBER, SEARCH, GET, LIST, VERSIONS, REVISE, RETIRE, CHANGES, SOURCES,
-              SOURCE_GET, PREPARE, EXPLAIN, FLUSH, ACTIVITY, *REVIEW_PATHS, *BOOTSTRAP_PATHS)
+POST_PATHS = (
+    REMEMBER,
+    SEARCH,
+    GET,
+    LIST,
+    VERSIONS,
+    REVISE,
+    RETIRE,
+    CHANGES,
+    SOURCES,
+    SOURCE_GET,
+    PREPARE,
+    EXPLAIN,
+    FLUSH,
+    ACTIVITY,
+    *REVIEW_PATHS,
+    *BOOTSTRAP_PATHS,
+)
 
 
 #: The hook command of each plugin, as its console script runs it (``<module> hook <name>``).
@@ -126,17 +152,30 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
         PREPARE: {"scope_id": scope_id, "query": "valid query"},
         EXPLAIN: {"scope_id": scope_id, "query": "valid query"},
         FLUSH: {"scope_id": scope_id},
-        BOOTSTRAP: {"scope_id": scope_id, "enabled": True,
-                    "profile": "powercontext.scope-bootstrap.v1", "lifecycle": "startup",
-                    "integration": "codex"},
+        BOOTSTRAP: {
+            "scope_id": scope_id,
+            "enabled": True,
+            "profile": "powercontext.scope-bootstrap.v1",
+            "lifecycle": "startup",
+            "integration": "codex",
+        },
         RECEIPTS: {"scope_id": scope_id, "receipt_id": "rcpt_doesnotexist", "state": "injected"},
         OVERVIEW: {"scope_id": scope_id},
         ACTIVITY: {"scope_id": scope_id},
-        HANDOFF_COMMIT: {"scope_id": scope_id, "base": None,
-                         "content": {"schema": "powercontext.handoff.v1", "objective": "o",
-                                     "state": ["s"], "disposition": "continuable"}},
-        HANDOFF_GET: {"scope_id": scope_id,
-                      "artifact": {"family": "handoff", "artifact_id": "handoff", "revision": 1}},
+        HANDOFF_COMMIT: {
+            "scope_id": scope_id,
+            "base": None,
+            "content": {
+                "schema": "powercontext.handoff.v1",
+                "objective": "o",
+                "state": ["s"],
+                "disposition": "continuable",
+            },
+        },
+        HANDOFF_GET: {
+            "scope_id": scope_id,
+            "artifact": {"family": "handoff", "artifact_id": "handoff", "revision": 1},
+        },
         HANDOFF_NEXT: {"scope_id": scope_id},
         HANDOFF_WITHDRAW: {"scope_id": scope_id},
         REFS_SET: {"scope_id": scope_id, "references": ["e2e:some-other-scope"]},
@@ -150,20 +189,30 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
         LIST_EXPERIENCES: {"scope_id": scope_id},
         PROPOSE_SKILL: {
             "scope_id": scope_id,
-            "proposal": {"name": "n", "description": "d", "instructions": "i",
-                         "validation": ["v"]},
+            "proposal": {"name": "n", "description": "d", "instructions": "i", "validation": ["v"]},
             "source_refs": [{"name": "content", "source_id": "src-1"}],
         },
         GET_SKILL: {"scope_id": scope_id, "artifact": {**artifact, "family": "skill"}},
         LIST_SKILLS: {"scope_id": scope_id},
         CANDIDATES_LIST: {"scope_id": scope_id},
         CANDIDATES_GET: {"scope_id": scope_id, "candidate_id": "cand_doesnotexist"},
-        CANDIDATES_APPROVE: {"scope_id": scope_id, "candidate_id": "cand_doesnotexist",
-                             "expected_version": 1},
-        CANDIDATES_REJECT: {"scope_id": scope_id, "candidate_id": "cand_doesnotexist",
-                            "expected_version": 1, "decision_reason": "no"},
-        CANDIDATES_REVISE: {"scope_id": scope_id, "candidate_id": "cand_doesnotexist",
-                            "expected_version": 1, "proposal": {"situation": "s"}},
+        CANDIDATES_APPROVE: {
+            "scope_id": scope_id,
+            "candidate_id": "cand_doesnotexist",
+            "expected_version": 1,
+        },
+        CANDIDATES_REJECT: {
+            "scope_id": scope_id,
+            "candidate_id": "cand_doesnotexist",
+            "expected_version": 1,
+            "decision_reason": "no",
+        },
+        CANDIDATES_REVISE: {
+            "scope_id": scope_id,
+            "candidate_id": "cand_doesnotexist",
+            "expected_version": 1,
+            "proposal": {"situation": "s"},
+        },
     }
 
 

@@ -134,8 +134,9 @@ def test_the_agent_token_cannot_review_and_the_operator_token_can(module_daemon:
         approve = {"scope_id": scope, "candidate_id": candidate["candidate_id"],
                    "expected_version": candidate["version"]}  # fmt: skip
         assert_envelope(agent.post(CANDIDATES_APPROVE, json=approve), 403, "capability_forbidden")
-        still = agent.post(CANDIDATES_GET, json={"scope_id": scope,
-                                                 "candidate_id": candidate["candidate_id"]})
+        still = agent.post(
+            CANDIDATES_GET, json={"scope_id": scope, "candidate_id": candidate["candidate_id"]}
+        )
         assert still.json()["status"] == "pending"
     approved = http_operator.post(CANDIDATES_APPROVE, json=approve)
     assert approved.status_code == 200, approved.text

@@ -19,60 +19,138 @@ def test_candidate_commands_round_trip(module_daemon: Daemon) -> None:
     scope = new_scope("review-cli")
     _capture(module_daemon, scope, "task-result/run-7")
     proposed = cli_json(
-        module_daemon, "experience", "propose", "--scope", scope,
-        "--situation", "Editing the OpenAPI document",
-        "--action", "Regenerated the client",
-        "--outcome", "Contract tests caught a rename",
-        "--lesson", "Regenerate the client after editing openapi",
-        "--source-ref", "task-result/run-7", "--json",
+        module_daemon,
+        "experience",
+        "propose",
+        "--scope",
+        scope,
+        "--situation",
+        "Editing the OpenAPI document",
+        "--action",
+        "Regenerated the client",
+        "--outcome",
+        "Contract tests caught a rename",
+        "--lesson",
+        "Regenerate the client after editing openapi",
+        "--source-ref",
+        "task-result/run-7",
+        "--json",
     )
     assert (proposed["status"], proposed["version"]) == ("pending", 1)
     candidate_id = proposed["candidate_id"]
     inbox = cli_json(module_daemon, "candidate", "list", "--scope", scope, "--json")
     assert [c["candidate_id"] for c in inbox["candidates"]] == [candidate_id]
     revised = cli_json(
-        module_daemon, "candidate", "revise", "--scope", scope, candidate_id,
-        "--expected-version", "1", "--proposal", "-", "--json",
+        module_daemon,
+        "candidate",
+        "revise",
+        "--scope",
+        scope,
+        candidate_id,
+        "--expected-version",
+        "1",
+        "--proposal",
+        "-",
+        "--json",
         stdin='{"situation":"Editing openapi/powercontext.json","action":"Regenerated the client",'
-              '"outcome":"Contract tests caught a rename",'
-              '"lesson":"Regenerate the client after editing the OpenAPI document"}',
+        '"outcome":"Contract tests caught a rename",'
+        '"lesson":"Regenerate the client after editing the OpenAPI document"}',
     )
     assert revised["version"] == 2
-    stale = run_cli(module_daemon, "candidate", "approve", "--scope", scope, candidate_id,
-                    "--expected-version", "1")
+    stale = run_cli(
+        module_daemon,
+        "candidate",
+        "approve",
+        "--scope",
+        scope,
+        candidate_id,
+        "--expected-version",
+        "1",
+    )
     assert stale.returncode == 1 and "candidate_conflict" in stale.stderr
-    approved = cli_json(module_daemon, "candidate", "approve", "--scope", scope, candidate_id,
-                        "--expected-version", "2", "--json")
+    approved = cli_json(
+        module_daemon,
+        "candidate",
+        "approve",
+        "--scope",
+        scope,
+        candidate_id,
+        "--expected-version",
+        "2",
+        "--json",
+    )
     ref = approved["result_artifact"]
     assert approved["status"] == "approved" and ref["family"] == "experience"
-    shown = cli_json(module_daemon, "experience", "get", "--scope", scope, ref["artifact_id"],
-                     "--revision", str(ref["revision"]), "--json")
+    shown = cli_json(
+        module_daemon,
+        "experience",
+        "get",
+        "--scope",
+        scope,
+        ref["artifact_id"],
+        "--revision",
+        str(ref["revision"]),
+        "--json",
+    )
     assert shown["content"]["situation"] == "Editing openapi/powercontext.json"
-    old = cli_json(module_daemon, "candidate", "show", "--scope", scope, candidate_id,
-                   "--version", "1", "--json")
+    old = cli_json(
+        module_daemon,
+        "candidate",
+        "show",
+        "--scope",
+        scope,
+        candidate_id,
+        "--version",
+        "1",
+        "--json",
+    )
     assert old["proposal"]["situation"] == "Editing the OpenAPI document"
-    assert cli_json(module_daemon, "candidate", "list", "--scope", scope,
-                    "--json")["candidates"] == []
+    assert (
+        cli_json(module_daemon, "candidate", "list", "--scope", scope, "--json")["candidates"] == []
+    )
 
 
 def test_skill_reject_and_client_errors(module_daemon: Daemon) -> None:
     scope = new_scope("review-skill")
     _capture(module_daemon, scope, "s1")
     proposed = cli_json(
-        module_daemon, "skill", "propose", "--scope", scope, "--name", "ship-it",
-        "--instructions", "Run the release script", "--validation", "CI is green",
-        "--source-ref", "s1", "--json",
+        module_daemon,
+        "skill",
+        "propose",
+        "--scope",
+        scope,
+        "--name",
+        "ship-it",
+        "--instructions",
+        "Run the release script",
+        "--validation",
+        "CI is green",
+        "--source-ref",
+        "s1",
+        "--json",
     )
-    rejected = cli_json(module_daemon, "candidate", "reject", "--scope", scope,
-                        proposed["candidate_id"], "--expected-version", "1",
-                        "--reason", "missing rollback steps", "--json")
-    assert (rejected["status"], rejected["decision_reason"]) == ("rejected",
-                                                                 "missing rollback steps")
+    rejected = cli_json(
+        module_daemon,
+        "candidate",
+        "reject",
+        "--scope",
+        scope,
+        proposed["candidate_id"],
+        "--expected-version",
+        "1",
+        "--reason",
+        "missing rollback steps",
+        "--json",
+    )
+    assert (rejected["status"], rejected["decision_reason"]) == (
+        "rejected",
+        "missing rollback steps",
+    )
     with PowerContextClient(module_daemon.url, token=module_daemon.token) as client:
         with pytest.raises(ConflictError) as caught:
-            client.approve_artifact_candidate(scope_id=scope,
-                                              candidate_id=proposed["candidate_id"],
-                                              expected_version=1)
+            client.approve_artifact_candidate(
+                scope_id=scope, candidate_id=proposed["candidate_id"], expected_version=1
+            )
         assert caught.value.code == "candidate_terminal"
         assert caught.value.details == {"status": "rejected"}
         listed = client.list_artifact_candidates(scope_id=scope, status="rejected")

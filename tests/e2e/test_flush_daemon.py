@@ -16,17 +16,32 @@ FLUSH = "/v1/memory/flush"
 SENTINEL = "SENTINEL-flush-9d2c"
 
 
-def run_hook(daemon: Daemon, scope: str, prompt: str, turn: str, data: Path,
-             **extra: str) -> subprocess.CompletedProcess[str]:
+def run_hook(
+    daemon: Daemon, scope: str, prompt: str, turn: str, data: Path, **extra: str
+) -> subprocess.CompletedProcess[str]:
     """The real UserPromptSubmit hook process (the hook kit's module entry point)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("POWERCONTEXT_")}
-    env.update(POWERCONTEXT_URL=daemon.url, POWERCONTEXT_TOKEN=daemon.token,
-               POWERCONTEXT_SCOPE_ID=scope, PLUGIN_DATA=str(data), **extra)
-    event = {"session_id": "sess-flush", "turn_id": turn, "cwd": str(data),
-             "hook_event_name": "UserPromptSubmit", "prompt": prompt}
+    env.update(
+        POWERCONTEXT_URL=daemon.url,
+        POWERCONTEXT_TOKEN=daemon.token,
+        POWERCONTEXT_SCOPE_ID=scope,
+        PLUGIN_DATA=str(data),
+        **extra,
+    )
+    event = {
+        "session_id": "sess-flush",
+        "turn_id": turn,
+        "cwd": str(data),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": prompt,
+    }
     done = subprocess.run(
         [sys.executable, "-m", "powercontext_hook_kit", "hook", "codex", "user-prompt-submit"],
-        input=json.dumps(event), env=env, capture_output=True, text=True, timeout=30,
+        input=json.dumps(event),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert done.returncode == 0, done.stderr
     return done
@@ -40,8 +55,13 @@ def test_directives_from_captured_prompts_are_flushed_and_recalled(
     module_daemon: Daemon, tmp_path: Path
 ) -> None:
     scope = new_scope("flush")
-    run_hook(module_daemon, scope, f"Fix CI {SENTINEL}.\nremember: run make lint before pushing",
-             "t1", tmp_path)
+    run_hook(
+        module_daemon,
+        scope,
+        f"Fix CI {SENTINEL}.\nremember: run make lint before pushing",
+        "t1",
+        tmp_path,
+    )
     run_hook(module_daemon, scope, "记住：提交前运行单元测试", "t2", tmp_path)
     run_hook(module_daemon, scope, "just a question, nothing to remember", "t3", tmp_path)
     with module_daemon.client() as client:
@@ -57,8 +77,10 @@ def test_directives_from_captured_prompts_are_flushed_and_recalled(
             (ref,) = entry["source_refs"]
             assert ref["name"] == "content" and ref["source_id"].startswith("codex-user-prompt:")
         assert client.post(FLUSH, json={"scope_id": scope}).json()["status"] == "idle"
-        for query, expected in (("what should I run before pushing? lint?", entries[0]),
-                                ("提交前要运行什么测试", entries[1])):
+        for query, expected in (
+            ("what should I run before pushing? lint?", entries[0]),
+            ("提交前要运行什么测试", entries[1]),
+        ):
             pack = client.post(PREPARE, json={"scope_id": scope, "query": query}).json()
             cited = [item["citation"]["entry_id"] for item in items(pack)]
             assert expected["citation"]["entry_id"] in cited
@@ -67,8 +89,14 @@ def test_directives_from_captured_prompts_are_flushed_and_recalled(
 
 def test_the_hook_can_flush_right_after_capture(module_daemon: Daemon, tmp_path: Path) -> None:
     scope = new_scope("flush-hook")
-    run_hook(module_daemon, scope, "remember: releases are tagged vMAJOR.MINOR.PATCH", "t1",
-             tmp_path, POWERCONTEXT_FLUSH_AFTER_CAPTURE="on")
+    run_hook(
+        module_daemon,
+        scope,
+        "remember: releases are tagged vMAJOR.MINOR.PATCH",
+        "t1",
+        tmp_path,
+        POWERCONTEXT_FLUSH_AFTER_CAPTURE="on",
+    )
     with module_daemon.client() as client:
         entries = client.post(LIST, json={"scope_id": scope}).json()["entries"]
         assert [e["text"] for e in entries] == ["releases are tagged vMAJOR.MINOR.PATCH"]
@@ -83,9 +111,14 @@ def test_the_daemon_can_flush_periodically(tmp_path: Path) -> None:
     scope = new_scope("flush-periodic")
     with start_daemon(tmp_path / "home", extra_env={"POWERCONTEXT_FLUSH_INTERVAL": "0.2"}) as d:
         with d.client() as client:
-            captured = client.post("/v1/sources/content", json={
-                "scope_id": scope, "source_id": "p1",
-                "content": "remember: the periodic flush picked this up"})
+            captured = client.post(
+                "/v1/sources/content",
+                json={
+                    "scope_id": scope,
+                    "source_id": "p1",
+                    "content": "remember: the periodic flush picked this up",
+                },
+            )
             assert captured.status_code == 202
             deadline = time.monotonic() + 20
             texts: list[str] = []

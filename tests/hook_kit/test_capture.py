@@ -179,8 +179,9 @@ def test_flush_after_capture_is_opt_in(stub: StubRuntime, env: dict[str, str]) -
     stub.replies[FLUSH] = Reply(200, b'{"status":"processed"}')
     run_in_process(event(prompt="remember: deploys need a green build"), env)
     assert stub.paths() == [PREPARE, CAPTURE]
-    run = run_in_process(event(prompt="remember: tag releases"),
-                         {**env, "POWERCONTEXT_FLUSH_AFTER_CAPTURE": "yes"})
+    run = run_in_process(
+        event(prompt="remember: tag releases"), {**env, "POWERCONTEXT_FLUSH_AFTER_CAPTURE": "yes"}
+    )
     assert stub.paths()[2:] == [PREPARE, CAPTURE, FLUSH]
     assert stub.requests[-1].json() == {"scope_id": SCOPE}
     assert run.injected() == PACK

@@ -67,9 +67,7 @@ def _results(runtime: Runtime, query: str) -> list[tuple[str, float]]:
 def test_both_backends_rank_identically(both: tuple[Runtime, Runtime]) -> None:
     for runtime in both:
         for text in FIXTURES:
-            runtime.memory.remember(
-                RememberMemoryRequest(scope_id=SCOPE, kind="fact", text=text)
-            )
+            runtime.memory.remember(RememberMemoryRequest(scope_id=SCOPE, kind="fact", text=text))
     sqlite, oceanbase = both
     found_something = 0
     for query in QUERIES:

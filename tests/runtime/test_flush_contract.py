@@ -59,8 +59,14 @@ def test_directives_are_recognised(line: str, expected: str) -> None:
 
 @pytest.mark.parametrize(
     "content",
-    ["please remember: nothing here", "I remember: no", "remember:", "remember:    ",
-     "remembering: no", "#remembered this"],
+    [
+        "please remember: nothing here",
+        "I remember: no",
+        "remember:",
+        "remember:    ",
+        "remembering: no",
+        "#remembered this",
+    ],
 )
 def test_non_directives_are_ignored(content: str) -> None:
     assert DirectivesExtractor()([CapturedSource(1, "p1", content)]) == []
@@ -151,8 +157,7 @@ def model() -> Iterator[_FakeModel]:
 
 def _model_flush(runtime: Runtime, model: _FakeModel, timeout: float = 5) -> FlushService:
     extractor = OpenAICompatibleExtractor(model.url, "test-model", "sk-test", timeout)
-    return FlushService(FlushStore(runtime.db, MemoryStore(runtime.db, document_terms)),
-                        extractor)
+    return FlushService(FlushStore(runtime.db, MemoryStore(runtime.db, document_terms)), extractor)
 
 
 def test_openai_compatible_extractor_writes_validated_entries(
@@ -161,9 +166,16 @@ def test_openai_compatible_extractor_writes_validated_entries(
     runtime = sqlite_runtime
     capture(runtime, "p1", "We decided to use OceanBase for the team deployment.")
     capture(runtime, "p2", "Lint with ruff.")
-    model.answer([{"kind": "decision", "text": "The team deployment uses OceanBase",
-                   "source_ids": ["p1"]},
-                  {"kind": "convention", "text": "Lint with ruff"}])
+    model.answer(
+        [
+            {
+                "kind": "decision",
+                "text": "The team deployment uses OceanBase",
+                "source_ids": ["p1"],
+            },
+            {"kind": "convention", "text": "Lint with ruff"},
+        ]
+    )
     result = _model_flush(runtime, model).flush(FlushMemoryRequest(scope_id=SCOPE))
     assert result.status == "processed"
     assert entries(runtime) == [
@@ -177,8 +189,16 @@ def test_openai_compatible_extractor_writes_validated_entries(
 
 @pytest.mark.parametrize(
     "failure",
-    ["invalid_json", "not_an_object", "unknown_source", "oversize", "too_many", "http_500",
-     "blank_text", "timeout"],
+    [
+        "invalid_json",
+        "not_an_object",
+        "unknown_source",
+        "oversize",
+        "too_many",
+        "http_500",
+        "blank_text",
+        "timeout",
+    ],
 )
 def test_extractor_failures_leave_the_cursor(
     sqlite_runtime: Runtime, model: _FakeModel, failure: str

@@ -51,21 +51,47 @@ def test_openapi_is_served_and_strict(api: TestClient) -> None:
     operation_ids = {
         op["operationId"] for path in document["paths"].values() for op in path.values()
     }
-    assert {"remember_memory", "search_memory", "get_memory_entry", "list_memory_entries",
-            "list_memory_entry_versions",
-            "revise_memory_entry", "retire_memory_entry", "list_memory_changes",
-            "capture_content_source", "get_source", "get_capabilities", "get_metrics",
-            "get_liveness",
-            "get_readiness", "get_health", "prepare_context", "explain_context",
-            "propose_experience",
-            "get_experience", "list_experiences", "propose_skill", "get_skill", "list_skills",
-            "list_artifact_candidates", "get_artifact_candidate",
-            "approve_artifact_candidate", "reject_artifact_candidate",
-            "revise_artifact_candidate", "flush_memory", "bootstrap_context",
-            "record_bootstrap_receipt", "get_bootstrap_overview", "get_activity",
-            "commit_handoff", "get_handoff", "next_handoff",
-            "withdraw_handoff",
-            "set_context_references", "get_context_references"} == operation_ids
+    assert {
+        "remember_memory",
+        "search_memory",
+        "get_memory_entry",
+        "list_memory_entries",
+        "list_memory_entry_versions",
+        "revise_memory_entry",
+        "retire_memory_entry",
+        "list_memory_changes",
+        "capture_content_source",
+        "get_source",
+        "get_capabilities",
+        "get_metrics",
+        "get_liveness",
+        "get_readiness",
+        "get_health",
+        "prepare_context",
+        "explain_context",
+        "propose_experience",
+        "get_experience",
+        "list_experiences",
+        "propose_skill",
+        "get_skill",
+        "list_skills",
+        "list_artifact_candidates",
+        "get_artifact_candidate",
+        "approve_artifact_candidate",
+        "reject_artifact_candidate",
+        "revise_artifact_candidate",
+        "flush_memory",
+        "bootstrap_context",
+        "record_bootstrap_receipt",
+        "get_bootstrap_overview",
+        "get_activity",
+        "commit_handoff",
+        "get_handoff",
+        "next_handoff",
+        "withdraw_handoff",
+        "set_context_references",
+        "get_context_references",
+    } == operation_ids
     for name, schema in document["components"]["schemas"].items():
         if schema.get("type") == "object" and name.endswith("Request"):
             assert schema.get("additionalProperties") is False, name
@@ -94,8 +120,9 @@ def test_unknown_fields_and_wrong_types_are_422(api: TestClient, path: str) -> N
         "invalid_request",
     )
     assert_envelope(
-        api.post(path, content=b'{"scope_id": "\xff\xfe"}',
-                 headers={"content-type": "application/json"}),
+        api.post(
+            path, content=b'{"scope_id": "\xff\xfe"}', headers={"content-type": "application/json"}
+        ),
         422,
         "invalid_request",
     )
@@ -191,16 +218,21 @@ def test_oversized_bodies_are_413(api: TestClient) -> None:
         for _ in range(300):
             yield b"x" * 4096
 
-    response = api.post("/v1/memory/remember", content=chunks(),
-                        headers={"content-type": "application/json"})
+    response = api.post(
+        "/v1/memory/remember", content=chunks(), headers={"content-type": "application/json"}
+    )
     assert_envelope(response, 413, "payload_too_large")
 
 
 def test_missing_or_wrong_token_is_401(api: TestClient) -> None:
-    for headers in ({"Authorization": ""}, {"Authorization": "Bearer pc_nope_nope"},
-                    {"Authorization": "Basic abc"}):
-        response = api.post("/v1/memory/search", json={"scope_id": SCOPE, "query": "q"},
-                            headers=headers)
+    for headers in (
+        {"Authorization": ""},
+        {"Authorization": "Bearer pc_nope_nope"},
+        {"Authorization": "Basic abc"},
+    ):
+        response = api.post(
+            "/v1/memory/search", json={"scope_id": SCOPE, "query": "q"}, headers=headers
+        )
         assert_envelope(response, 401, "unauthorized")
         assert response.headers["www-authenticate"] == "Bearer"
     assert api.get("/v1/capabilities", headers={"Authorization": ""}).status_code == 401
@@ -214,12 +246,13 @@ def test_a_token_without_the_scope_is_403(api: TestClient) -> None:
     runtime = api.app.state.runtime  # type: ignore[attr-defined]
     token = runtime.tokens.create("limited", ["git:example.com/acme/*"], ["read"])
     headers = {"Authorization": f"Bearer {token}"}
-    allowed = api.post("/v1/memory/search", json={"scope_id": SCOPE, "query": "q"},
-                       headers=headers)
+    allowed = api.post("/v1/memory/search", json={"scope_id": SCOPE, "query": "q"}, headers=headers)
     assert allowed.status_code == 200
-    denied = api.post("/v1/memory/search",
-                      json={"scope_id": "git:example.com/other/x", "query": "q"},
-                      headers=headers)
+    denied = api.post(
+        "/v1/memory/search",
+        json={"scope_id": "git:example.com/other/x", "query": "q"},
+        headers=headers,
+    )
     assert_envelope(denied, 403, "scope_forbidden")
 
 
@@ -242,8 +275,11 @@ def test_capture_answers_202(api: TestClient) -> None:
     body = POST_OPERATIONS["/v1/sources/content"]
     first = api.post("/v1/sources/content", json=body)
     assert first.status_code == 202
-    assert first.json() == {"status": "accepted",
-                            "source": {"name": "content", "source_id": "s1"}, "position": 1}
+    assert first.json() == {
+        "status": "accepted",
+        "source": {"name": "content", "source_id": "s1"},
+        "position": 1,
+    }
     assert api.post("/v1/sources/content", json=body).json()["position"] == 1
     conflict = api.post("/v1/sources/content", json={**body, "content": "changed"})
     assert_envelope(conflict, 409, "source_conflict")

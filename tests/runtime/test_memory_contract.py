@@ -28,9 +28,7 @@ def remember(rt: Runtime, text: str, scope: str = SCOPE, **extra: object) -> Mem
 
 
 def search(rt: Runtime, query: str, scope: str = SCOPE, limit: int = 10) -> list[str]:
-    result = rt.memory.search(
-        SearchMemoryRequest(scope_id=scope, query=query, limit=limit)
-    )
+    result = rt.memory.search(SearchMemoryRequest(scope_id=scope, query=query, limit=limit))
     return [hit.text for hit in result.hits]
 
 
@@ -60,8 +58,9 @@ def test_identical_remember_is_a_no_op_returning_the_existing_entry(runtime: Run
     again = remember(runtime, "  Use uv to manage dependencies \n", tags=["tools", "python"])
     assert again.entry.citation.entry_id == first.entry.citation.entry_id
     assert again.memory.revision == 2  # the head, not a new revision
-    different_kind = remember(runtime, "Use uv to manage dependencies", kind="decision",
-                              tags=["python", "tools"])
+    different_kind = remember(
+        runtime, "Use uv to manage dependencies", kind="decision", tags=["python", "tools"]
+    )
     assert different_kind.memory.revision == 3
 
 
@@ -77,8 +76,9 @@ def test_expected_revision_is_a_compare_and_swap_on_the_head(runtime: Runtime) -
 def test_revise_then_exact_get_of_the_old_version(runtime: Runtime) -> None:
     original = remember(runtime, "The API listens on port 8080")
     remember(runtime, "unrelated entry moves the head")
-    revised = revise(runtime, original.entry.citation, text="The API listens on port 9090",
-                     reason="port changed")
+    revised = revise(
+        runtime, original.entry.citation, text="The API listens on port 9090", reason="port changed"
+    )
     assert revised.memory.revision == 3
     assert revised.entry.version == 2
     assert revised.entry.citation.entry_id == original.entry.citation.entry_id
@@ -128,11 +128,18 @@ def test_writes_to_other_entries_never_make_a_citation_stale(runtime: Runtime) -
 
 
 def test_evidence_accumulates_across_versions(runtime: Runtime) -> None:
-    first = remember(runtime, "CI runs on two cores",
-                     source_refs=[{"name": "content", "source_id": "s1"}])
-    second = revise(runtime, first.entry.citation, text="CI runs on 2 cores",
-                    source_refs=[{"name": "content", "source_id": "s2"},
-                                 {"name": "content", "source_id": "s1"}])
+    first = remember(
+        runtime, "CI runs on two cores", source_refs=[{"name": "content", "source_id": "s1"}]
+    )
+    second = revise(
+        runtime,
+        first.entry.citation,
+        text="CI runs on 2 cores",
+        source_refs=[
+            {"name": "content", "source_id": "s2"},
+            {"name": "content", "source_id": "s1"},
+        ],
+    )
     assert [r.source_id for r in second.entry.source_refs] == ["s1", "s2"]
 
 
@@ -165,8 +172,9 @@ def test_retire_hides_the_entry_and_keeps_history(runtime: Runtime) -> None:
 
 def test_unknown_entry_is_not_found(runtime: Runtime) -> None:
     remember(runtime, "something")
-    ghost = MemoryCitation(memory_ref=MemoryRef.at(1), entry_id="mem_ent_nope",
-                           entry_version_id="mem_ver_nope")
+    ghost = MemoryCitation(
+        memory_ref=MemoryRef.at(1), entry_id="mem_ent_nope", entry_version_id="mem_ver_nope"
+    )
     with pytest.raises(NotFoundError):
         revise(runtime, ghost, text="x")
 
@@ -178,9 +186,7 @@ def test_list_pages_in_creation_order(runtime: Runtime) -> None:
     seen: list[str] = []
     cursor = None
     while True:
-        page = runtime.memory.list(
-            ListMemoryEntriesRequest(scope_id=SCOPE, limit=3, cursor=cursor)
-        )
+        page = runtime.memory.list(ListMemoryEntriesRequest(scope_id=SCOPE, limit=3, cursor=cursor))
         assert page.memory == MemoryRef.at(7)
         seen += [e.text for e in page.entries]
         cursor = page.next_cursor
@@ -288,8 +294,12 @@ def test_reindex_rebuilds_an_equivalent_index(runtime: Runtime) -> None:
 def test_capture_is_idempotent_with_gap_free_positions(runtime: Runtime) -> None:
     def capture(source_id: str, content: str, scope: str = SCOPE, **meta: object) -> int:
         request = CaptureSourceRequest.model_validate(
-            {"scope_id": scope, "source_id": source_id, "content": content,
-             "metadata": meta or None}
+            {
+                "scope_id": scope,
+                "source_id": source_id,
+                "content": content,
+                "metadata": meta or None,
+            }
         )
         return runtime.sources.capture(request).position
 

@@ -153,9 +153,7 @@ INVISIBLE = {
 
 
 @pytest.mark.parametrize("char", list(INVISIBLE.values()), ids=list(INVISIBLE))
-def test_scope_ids_with_invisible_or_bidi_characters_are_refused(
-    api: Any, char: str
-) -> None:
+def test_scope_ids_with_invisible_or_bidi_characters_are_refused(api: Any, char: str) -> None:
     """``git:acme/app`` and ``git:acme/\u200bapp`` look the same on screen; a bidi override
     reorders the text around it where the id is shown. Neither can be a scope — nor a grant,
     a reference or a source id."""

@@ -140,8 +140,16 @@ def start_daemon(
     log = home.parent / f"{home.name}-stderr.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("POWERCONTEXT_")}
     env.update(extra_env or {})
-    args = [sys.executable, "-m", "powercontext_runtime.cli.main", "serve",
-            "--port", str(port), "--data-dir", str(home)]
+    args = [
+        sys.executable,
+        "-m",
+        "powercontext_runtime.cli.main",
+        "serve",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(home),
+    ]
     if database_url:
         args += ["--database-url", database_url]
     args += list(extra_args)
