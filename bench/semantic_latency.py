@@ -14,7 +14,13 @@ with the query embedding included, RSS ≤ 300 MiB with the model loaded. ``prep
 * recall@10 of that vector search against an exact scan of the same int8 vectors, for the
   prompts' real query vectors;
 * VmRSS of this process after opening, after the model and the index loaded, and at the end,
-  and the token cache's rows.
+  and the token cache's rows;
+* with ``--second-process``, what moving the channel into a process of its own would give:
+  this process runs the lexical prepare (channel off) while a second one embeds the same
+  prompt and searches the scope's vectors, and the prompt is done when both are. That is
+  the critical path a sidecar could reach on two cores (the fusion and pack of the hybrid
+  prepare are not counted; the second process's vector step includes reading its
+  candidates' rows, which a sidecar's caller would do), and the VmRSS both processes hold.
 
 Build the data dir first: ``python bench/prepare_latency.py --embeddings local --bulk-load
 --sizes 100000 --data-dir DIR --scope-id S`` (the scope is then ``S-n100000``).
@@ -23,6 +29,7 @@ Build the data dir first: ``python bench/prepare_latency.py --embeddings local -
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 import time
@@ -72,6 +79,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=42, help="workload seed (default 42)")
     p.add_argument("--samples", type=int, default=300, help="timed prompts per kind")
     p.add_argument("--warmup", type=int, default=20, help="untimed prompts per kind")
+    p.add_argument(
+        "--second-process",
+        action="store_true",
+        help="also time the lexical prepare here beside embedding and vector search in a second"
+        " process (the critical path of a sidecar), and both processes' VmRSS",
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     p.add_argument(
         "--write-results", action="store_true", help="rewrite this section of bench/RESULTS.md"
@@ -97,6 +110,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     prompts = make_prompts(args.seed, first, args.samples, args.warmup)
     rss: dict[str, float] = {"start": _rss_mib()}
     principal = Principal.unrestricted()
+
+    def prepare(runtime: Runtime, modes: dict[str, int]) -> Callable[[Prompt], object]:
+        def work(prompt: Prompt) -> object:
+            request = PrepareContextRequest(scope_id=args.scope_id, query=prompt.text)
+            done = runtime.context.prepare_reporting(request, principal)
+            modes[done.mode] = modes.get(done.mode, 0) + 1
+            return done
+
+        return work
+
+    second: dict[str, Any] | None = None
+    if args.second_process:  # first, while this process has loaded neither model nor index
+        lexical = Runtime.open(Settings.load(env={"POWERCONTEXT_EMBEDDINGS": "off"}, home=home))
+        try:
+            second = _second_process(args, prompts, prepare(lexical, {}))
+        finally:
+            lexical.close()
     env = {"POWERCONTEXT_EMBEDDINGS": "local"}
     hybrid = Runtime.open(Settings.load(env=env, home=home))
     try:
@@ -107,15 +137,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         embedder.embed_query("warm up")  # loads the model and the query pass (≈ 1 s)
         rss["model_loaded"] = _rss_mib()
         vectors = semantic.vector_count()
-
-        def prepare(runtime: Runtime, modes: dict[str, int]) -> Callable[[Prompt], object]:
-            def work(prompt: Prompt) -> object:
-                request = PrepareContextRequest(scope_id=args.scope_id, query=prompt.text)
-                done = runtime.context.prepare_reporting(request, principal)
-                modes[done.mode] = modes.get(done.mode, 0) + 1
-                return done
-
-            return work
 
         # The first prepare loads the scope's index (every vector of the scope, once).
         started = time.perf_counter()
@@ -189,9 +210,71 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "token_cache": token_cache,
         "rss_mib": rss,
         "fallbacks": fallbacks,
+        "second_process": second,
         "load_average_1m": {"start": load_before[0], "end": os.getloadavg()[0]},
     }
     return report
+
+
+def _channel_process(home: str, scope_id: str, requests: Any) -> None:
+    """The second process of ``--second-process``: the channel alone, answering each prompt
+    with its vector candidates (what a sidecar would hand back)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from powercontext_runtime.composition import Runtime
+    from powercontext_runtime.settings import Settings
+
+    runtime = Runtime.open(Settings.load(env={"POWERCONTEXT_EMBEDDINGS": "local"}, home=home))
+    try:
+        semantic = runtime.semantic
+        assert semantic is not None
+
+        def answer(text: str) -> list[tuple[str, float]]:
+            vector = semantic.embedder.embed_query(text)
+            with semantic.snapshot():
+                found = semantic.candidates(scope_id, vector, 32)
+            return [(c.entry_id, c.similarity) for c in found]
+
+        answer("warm up")  # the model and the scope's index
+        requests.send(os.getpid())
+        while (text := requests.recv()) is not None:
+            requests.send(answer(text))
+    finally:
+        runtime.close()
+
+
+def _second_process(
+    args: argparse.Namespace, prompts: Any, lexical: Callable[[Prompt], object]
+) -> dict[str, Any]:
+    """Each prompt: sent to the channel's process, prepared lexically here meanwhile, done
+    when the candidates are back (see the module docstring)."""
+    spawn = multiprocessing.get_context("spawn")
+    ours, theirs = spawn.Pipe()
+    child = spawn.Process(
+        target=_channel_process, args=(str(Path(args.data_dir).resolve()), args.scope_id, theirs)
+    )
+    child.start()
+    try:
+        if not ours.poll(120):
+            raise BenchError("the channel's process did not start within 120 s")
+        child_pid = ours.recv()
+
+        def both(prompt: Prompt) -> object:
+            ours.send(prompt.text)
+            lexical(prompt)
+            return ours.recv()
+
+        kinds = {
+            kind: _timed(both, getattr(prompts, kind), getattr(prompts, f"warm_{kind}"))
+            for kind in KINDS
+        }
+        rss = {"this_process": _rss_mib(), "channel_process": 0.0}
+        rss["channel_process"] = round(process_memory_kib(child_pid)["rss_kib"] / 1024, 1)
+        ours.send(None)
+    finally:
+        child.join(60)
+        if child.is_alive():
+            child.kill()
+    return {"kinds": kinds, "rss_mib": rss}
 
 
 def _recall(semantic: Any, scope_id: str, queries: Sequence[Any], k: int = 10) -> float:
@@ -284,6 +367,20 @@ def render_markdown(report: dict[str, Any]) -> str:
         + ", ".join(f"{name.replace('_', ' ')} {value:.1f}" for name, value in rss.items())
         + f". Fallbacks to fts: {report['fallbacks'] or 'none'}.",
     ]
+    second = report.get("second_process")
+    if second:
+        both = second["rss_mib"]
+        lines += [
+            "",
+            "The channel in a second process (`--second-process`): the lexical prepare here, "
+            "the embedding and vector search of the same prompt there, each prompt done when "
+            "both are (fusion and pack not counted), p50 / p99 ms: "
+            + ", ".join(f"{kind} **{cell(second['kinds'][kind])}**" for kind in KINDS)
+            + f". VmRSS: this process {both['this_process']:.1f} MiB (channel off, before the "
+            f"rest of this bench loaded the model) + the "
+            f"channel's {both['channel_process']:.1f} MiB = "
+            f"**{both['this_process'] + both['channel_process']:.1f} MiB**.",
+        ]
     return "\n".join(lines)
 
 

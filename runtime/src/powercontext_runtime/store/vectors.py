@@ -14,9 +14,11 @@ no longer current in the searched snapshot) and pruned by the embedding worker.
   sign bits keeps ``PREFILTER`` candidates that int8 then rescores (recall@10 0.992 at 89.5k
   real vectors, docs/decisions/semantic-channel.md).
 * OceanBase: ``memory_vectors_d<dim>`` with a native ``VECTOR(dim)`` column and an HNSW index
-  (``distance=cosine, lib=vsag``), queried with ``ORDER BY cosine_distance(…) APPROXIMATE``
-  on the query thread's own connection, alongside the caller's lexical search.
-  One table per dimension: a column's dimension is fixed and it may carry one vector index.
+  (``distance=cosine, lib=vsag``), searched on the query thread's own connection, alongside
+  the caller's lexical search. A scope of up to ``OCEANBASE_EXACT_MAX`` vectors is scored
+  exactly (``ORDER BY cosine_distance(…) LIMIT k`` over its rows); a larger one through the
+  index (``… APPROXIMATE LIMIT k``). One table per dimension: a column's dimension is fixed
+  and it may carry one vector index.
 
 numpy is imported lazily: a runtime with the channel off never loads it.
 """
@@ -24,6 +26,7 @@ numpy is imported lazily: a runtime with the channel off never loads it.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -46,6 +49,15 @@ _TAIL_CHUNK = 4096  # rows read from the table at a time when topping an index u
 #: OceanBase: the share of an HNSW index's rows in its incremental part from which a rebuild
 #: is worth it (the server's own default for ``DBMS_VECTOR.REBUILD_INDEX``).
 REBUILD_SHARE = 0.2
+#: OceanBase: up to this many vectors in a scope, score every one instead of asking the HNSW
+#: index. With several scopes in the table the index is searched with the scope as a filter,
+#: and ``bench/oceanbase_scopes.py`` measured that filtered search returning about half of a
+#: 20,000-row scope's true 64 nearest (a quarter of the table), slower than scoring all of its
+#: rows (33 vs 18 ms p50); at 50,000 rows the index was faster (15 vs 47 ms). docs/oceanbase.md
+OCEANBASE_EXACT_MAX = 20_000
+#: Seconds a scope's counted size is trusted before it is counted again (a bounded count: at
+#: most ``OCEANBASE_EXACT_MAX + 1`` index entries are read).
+SCOPE_SIZE_TTL = 60.0
 
 
 class PendingVersion(NamedTuple):
@@ -496,9 +508,18 @@ class _SqliteVectors:
 
 
 class _OceanBaseVectors:
-    def __init__(self, dimension: int) -> None:
+    def __init__(
+        self,
+        dimension: int,
+        exact_max: int = OCEANBASE_EXACT_MAX,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._dimension = dimension
         self._table = f"memory_vectors_d{dimension}"
+        self._exact_max = exact_max
+        self._clock = clock
+        self._sizes: dict[tuple[str, str], tuple[bool, float]] = {}  # (small, counted at)
+        self._sizes_lock = threading.Lock()
 
     def create(self, conn: Connection) -> None:
         t = self._table
@@ -550,17 +571,45 @@ class _OceanBaseVectors:
     ) -> list[VectorHit]:
         if prior is not None and prior.source is self:  # searched already, on the query thread
             return prior.hits[:k]
+        exact = self._is_small(conn, scope_id, model)
         found = conn.execute(
             text(
                 f"SELECT version_id, cosine_distance(embedding, :q) AS d FROM {self._table}"
                 " WHERE scope_id = :scope_id AND model = :model"
-                " ORDER BY cosine_distance(embedding, :q) APPROXIMATE LIMIT :k"
+                " ORDER BY cosine_distance(embedding, :q)"
+                + ("" if exact else " APPROXIMATE")
+                + " LIMIT :k"
             ),
             {"q": _literal(query), "scope_id": scope_id, "model": model, "k": k},
         ).all()
         hits = [VectorHit(int(rowid), 1.0 - float(d)) for rowid, d in found]
         hits.sort(key=lambda h: (-h.similarity, h.rowid))
         return hits
+
+    def _is_small(self, conn: Connection, scope_id: str, model: str) -> bool:
+        """Whether the scope holds at most ``exact_max`` vectors, counted at most once per
+        ``SCOPE_SIZE_TTL`` (a scope grows by a few rows per write, and a search near the
+        threshold is fast either way). The count reads at most ``exact_max + 1`` entries of
+        the ``(scope_id, model)`` index, however large the scope. Also why the two searches
+        are two statements: the server caches one plan per statement text, and a plan
+        compiled for a small scope's filter is a slow one for a large scope's."""
+        key = (scope_id, model)
+        now = self._clock()
+        with self._sizes_lock:
+            known = self._sizes.get(key)
+        if known is not None and now - known[1] < SCOPE_SIZE_TTL:
+            return known[0]
+        rows = conn.execute(
+            text(
+                f"SELECT count(*) FROM (SELECT 1 FROM {self._table}"
+                " WHERE scope_id = :scope_id AND model = :model LIMIT :cap) AS counted"
+            ),
+            {"scope_id": scope_id, "model": model, "cap": self._exact_max + 1},
+        ).scalar_one()
+        small = int(rows) <= self._exact_max
+        with self._sizes_lock:
+            self._sizes[key] = (small, now)
+        return small
 
     def search_ahead(
         self,
