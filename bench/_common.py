@@ -687,6 +687,25 @@ def bulk_load(
     return BulkLoad(len(items), seconds, written)
 
 
+def compact_storage(home: Path, database_url: str | None, wait: float = 900) -> float:
+    """``powercontext compact`` on the daemon's database, waited for: what ``import`` tells an
+    OceanBase user to run after a bulk load (the server's major compaction merges the loaded
+    rows now instead of in the background later, under the timed work). Seconds it took."""
+    args = [sys.executable, "-m", "powercontext_runtime.cli.main", "compact", "--data-dir",
+            str(home), "--wait", str(int(wait)), "--json"]  # fmt: skip
+    if database_url:
+        args += ["--database-url", database_url]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POWERCONTEXT_")}
+    started = time.perf_counter()
+    done = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise BenchError(f"compact failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    if not json.loads(done.stdout).get("finished"):
+        raise BenchError(f"compact did not finish within {wait:g} s")
+    return seconds
+
+
 # -- reporting ----------------------------------------------------------------------------------
 
 
