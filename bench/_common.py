@@ -653,6 +653,25 @@ class BulkLoad:
         return self.entries / self.seconds if self.seconds > 0 else 0.0
 
 
+def _run_cli(
+    home: Path, database_url: str | None, *command: str, what: str
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``powercontext <command> --json`` on the daemon's home (and database), as a user runs
+    it, in a fresh process without the bench's ``POWERCONTEXT_*`` environment; its result
+    and seconds, or :class:`BenchError` with its stderr's tail."""
+    args = [sys.executable, "-m", "powercontext_runtime.cli.main", *command,
+            "--data-dir", str(home), "--json"]  # fmt: skip
+    if database_url:
+        args += ["--database-url", database_url]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POWERCONTEXT_")}
+    started = time.perf_counter()
+    done = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise BenchError(f"{what} failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    return done, seconds
+
+
 def bulk_load(
     home: Path,
     database_url: str | None,
@@ -674,16 +693,7 @@ def bulk_load(
         with open(path, "wb") as out:
             write_memory_export(out, scope_id, items, seed=seed, epoch_ms=epoch_ms)
         written = time.perf_counter() - started
-        args = [sys.executable, "-m", "powercontext_runtime.cli.main", "import", str(path),
-                "--data-dir", str(home), "--json"]  # fmt: skip
-        if database_url:
-            args += ["--database-url", database_url]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("POWERCONTEXT_")}
-        started = time.perf_counter()
-        done = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
-        seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise BenchError(f"bulk import failed (exit {done.returncode}): {done.stderr[-2000:]}")
+        _, seconds = _run_cli(home, database_url, "import", str(path), what="bulk import")
     return BulkLoad(len(items), seconds, written)
 
 
@@ -691,16 +701,8 @@ def compact_storage(home: Path, database_url: str | None, wait: float = 900) -> 
     """``powercontext compact`` on the daemon's database, waited for: what ``import`` tells an
     OceanBase user to run after a bulk load (the server's major compaction merges the loaded
     rows now instead of in the background later, under the timed work). Seconds it took."""
-    args = [sys.executable, "-m", "powercontext_runtime.cli.main", "compact", "--data-dir",
-            str(home), "--wait", str(int(wait)), "--json"]  # fmt: skip
-    if database_url:
-        args += ["--database-url", database_url]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POWERCONTEXT_")}
-    started = time.perf_counter()
-    done = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise BenchError(f"compact failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    wait_arg = str(int(wait))
+    done, seconds = _run_cli(home, database_url, "compact", "--wait", wait_arg, what="compact")
     if not json.loads(done.stdout).get("finished"):
         raise BenchError(f"compact did not finish within {wait:g} s")
     return seconds
