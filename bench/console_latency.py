@@ -20,7 +20,7 @@ rest of the workload is written through the runtime as before. ``--data-dir`` ke
 home, and a later run on it loads nothing.
 
 Then a real ``powercontext serve`` runs on that data dir, the bench logs in as the console does
-(``POST /ui/login``, the session cookie, the CSRF header from ``/ui/session``) and sends every
+(``POST /ui/login``, then its session credential in ``X-PowerContext-Session``) and sends every
 call of every page ``--samples`` times on one keep-alive connection after 3 warm-ups:
 p50/p95/max of the server time per call, and per page the sum of its calls' p95 against the
 budget. Budgets are reported, never enforced through the exit code.
@@ -302,7 +302,7 @@ def load(
 
 
 class Console:
-    """A logged-in console session: the cookie, the CSRF header, an id on every request."""
+    """A logged-in console session: its credential header and an id on every request."""
 
     def __init__(self, url: str, token: str) -> None:
         self.http = httpx.Client(base_url=url, timeout=120,
@@ -310,8 +310,7 @@ class Console:
         login = self.http.post("/ui/login", json={"token": token})
         if login.status_code != 200:
             raise BenchError(f"console login answered {login.status_code}")
-        csrf = self.http.get("/ui/session").json()["csrf"]
-        self.http.headers["X-PowerContext-CSRF"] = csrf
+        self.http.headers["X-PowerContext-Session"] = login.json()["credential"]
         self.sent: list[tuple[str, str, float]] = []  # (call, request id, client seconds)
 
     def call(self, name: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -631,7 +630,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"- Target: {report['target']}",
             f"- Command: `{report['command']}`",
             f"- Workload: one scope, N = {report['entries']:,} ({workload}); a console session "
-            f"(cookie + CSRF) on one keep-alive connection, {WARMUP} warm-ups then "
+            f"(its session header) on one keep-alive connection, {WARMUP} warm-ups then "
             f"{report['samples']} samples per call",
             "- Server time: the access log's `duration_ms` of each request (arrival to last "
             "response byte); a page's figure is the sum of its calls' p95 (the verdict) and p50",

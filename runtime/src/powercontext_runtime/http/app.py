@@ -13,7 +13,7 @@ from ..composition import Runtime
 from ..mcp import McpEndpoint
 from ..metrics import Metrics
 from .bootstrap_routes import bootstrap_router
-from .console_auth import ConsoleSessions, console_key
+from .console_auth import ConsoleSessions
 from .console_routes import CONSOLE_PATHS, console_router
 from .errors import install_error_handlers
 from .hosts import HostPolicy
@@ -46,12 +46,8 @@ def create_app(runtime: Runtime) -> FastAPI:
     )
     app.state.runtime = runtime
     app.state.metrics = metrics = Metrics(runtime.backend, __version__)
-    # The web console's cookie sessions (http/console_auth.py); none while auth is off.
-    console = (
-        ConsoleSessions(runtime.tokens, console_key(settings.token_file.parent))
-        if settings.auth == "token"
-        else None
-    )
+    # The web console's sessions (http/console_auth.py); none while auth is off.
+    console = ConsoleSessions(runtime.db, runtime.tokens) if settings.auth == "token" else None
     app.state.console_sessions = console
     app.openapi = lambda: _openapi_with_security(app)  # type: ignore[method-assign]
     install_error_handlers(app)

@@ -3,7 +3,7 @@
 The page is plain HTML, CSS and JavaScript shipped inside the package (``http/console/``): no
 CDN, no build step, nothing fetched from anywhere but this daemon, under a Content-Security-
 Policy that allows no inline script and no other origin. Everything it shows comes from the
-ordinary ``/v1/…`` operations, which accept the console's session cookie with the same
+ordinary ``/v1/…`` operations, which accept the console's session header with the same
 capability and scope checks as the session's token (http/console_auth.py, middleware.py).
 None of these routes is in the OpenAPI document: they are the console's, not the API's.
 """
@@ -14,13 +14,14 @@ import functools
 import json
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
+from ..errors import PowerContextError
 from ..services.auth import ALL_CAPABILITIES
-from .console_auth import ConsoleSession, ConsoleSessions
+from .console_auth import SESSION_HEADER, ConsoleSession, ConsoleSessions, session_credential
 from .errors import envelope_response
 
 __all__ = ["CONSOLE_PATHS", "SECURITY_HEADERS", "console_router"]
@@ -80,7 +81,7 @@ def _sessions(request: Request) -> ConsoleSessions | None:
 
 
 def _describe(session: ConsoleSession | None) -> dict[str, Any]:
-    """What the page may know of its session (never the token or the cookie)."""
+    """What the page may know of its session (never the token or the credential)."""
     if session is None:  # auth is off (POWERCONTEXT_AUTH=none): loopback only, no login
         return {
             "auth": "off",
@@ -89,7 +90,6 @@ def _describe(session: ConsoleSession | None) -> dict[str, Any]:
             "capabilities": list(ALL_CAPABILITIES),
             "scopes": ["*"],
             "expires_at": None,
-            "csrf": None,
         }
     principal = session.principal
     return {
@@ -99,7 +99,6 @@ def _describe(session: ConsoleSession | None) -> dict[str, Any]:
         "capabilities": [c for c in ALL_CAPABILITIES if c in principal.capabilities],
         "scopes": list(principal.scopes),
         "expires_at": session.expires_at,
-        "csrf": session.csrf,
     }
 
 
@@ -126,7 +125,7 @@ for _name in _ASSETS:
 
 @console_router.get("/ui/session")
 def console_session(request: Request) -> Response:
-    """The session the cookie stands for, with the CSRF secret the page must echo."""
+    """The session the request's ``X-PowerContext-Session`` names (the page asks on load)."""
     if _sessions(request) is None:
         return _secured(JSONResponse(_describe(None)))
     session = getattr(request.state, "console_session", None)
@@ -137,52 +136,36 @@ def console_session(request: Request) -> Response:
 
 @console_router.post("/ui/login")
 async def console_login(request: Request) -> Response:
-    """``{"token": "pc_…"}`` (JSON) or ``token=pc_…`` (a form, answered with a redirect)."""
+    """``{"token": "pc_…"}`` as JSON; answers the session and its ``credential``, which the
+    page sends back in ``X-PowerContext-Session`` (no cookie). The middleware has already
+    refused an ``Origin`` other than the daemon's own."""
     sessions = _sessions(request)
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    raw = await request.body()
-    token = _token_from(kind, raw)
+    token = _token_from(kind, await request.body())
     if token is None:
-        return _error(
-            request, 422, "invalid_request", 'send {"token": "…"} as JSON, or a token form'
-        )
+        return _error(request, 422, "invalid_request", 'send {"token": "…"} as JSON')
     if sessions is None:
         return _secured(JSONResponse(_describe(None)))
-    issued = sessions.login(token)
+    try:
+        issued = await anyio.to_thread.run_sync(sessions.login, token)  # a database write
+    except PowerContextError as exc:  # no read capability (403); storage unavailable (503)
+        return _error(request, exc.status, exc.code, exc.message, exc.details)
     if issued is None:
         return _error(request, 401, "unauthorized", "this token is not valid (or was revoked)")
-    value, session = issued
-    if not session.principal.can("read"):
-        return _error(
-            request,
-            403,
-            "capability_forbidden",
-            "this token lacks the read capability the console needs",
-            {"required": "read"},
-        )
-    if kind == "application/json":
-        response: Response = JSONResponse(_describe(session))
-    else:
-        response = RedirectResponse("/ui/", status_code=303)
-    response.headers.append("set-cookie", sessions.set_cookie(value).decode("ascii"))
-    return _secured(response)
+    credential, session = issued
+    return _secured(JSONResponse({**_describe(session), "credential": credential}))
 
 
 def _token_from(kind: str, raw: bytes) -> str | None:
+    if kind != "application/json":
+        return None
     try:
-        text = raw.decode("utf-8")
-        if kind == "application/json":
-            body = json.loads(text)
-            if not isinstance(body, dict) or set(body) != {"token"}:
-                return None
-            token = body["token"]
-        elif kind == "application/x-www-form-urlencoded":
-            values = parse_qs(text, max_num_fields=4).get("token", [])
-            token = values[0] if len(values) == 1 else None
-        else:
-            return None
+        body = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return None
+    if not isinstance(body, dict) or set(body) != {"token"}:
+        return None
+    token = body["token"]
     if not isinstance(token, str) or not 0 < len(token.strip()) <= 512:
         return None
     return token.strip()
@@ -190,11 +173,11 @@ def _token_from(kind: str, raw: bytes) -> str | None:
 
 @console_router.post("/ui/logout")
 def console_logout(request: Request) -> Response:
-    """Clears the cookie (the middleware has already checked the CSRF header of a live
-    session). The cookie is stateless: a copy of it made before stays valid until it expires
-    or its token is revoked (docs/ui.md § Security)."""
+    """Ends the session the request names, server-side: its credential is refused from now
+    on by every worker and every daemon sharing the database. 204 also when it had already
+    ended (logging out twice is not an error)."""
     sessions = _sessions(request)
-    response = Response(status_code=204)
-    if sessions is not None:
-        response.headers.append("set-cookie", sessions.clear_cookie().decode("ascii"))
-    return _secured(response)
+    credential = session_credential(request.headers.get(SESSION_HEADER))
+    if sessions is not None and credential is not None:
+        sessions.logout(credential)
+    return _secured(Response(status_code=204))

@@ -26,9 +26,9 @@ __all__ = ["HostPolicy"]
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
-def _split_host(value: str) -> str | None:
-    """The host part of a ``Host`` header (``name``, ``name:port``, ``[v6]:port``), lowercased;
-    None when it is malformed."""
+def _host_and_port(value: str) -> tuple[str, str] | None:
+    """The host and port (``""`` when absent) of a ``Host`` header (``name``, ``name:port``,
+    ``[v6]:port``), the host lowercased; None when it is malformed."""
     value = value.strip().lower()
     if not value:
         return None
@@ -39,11 +39,17 @@ def _split_host(value: str) -> str | None:
         host, rest = value[1:end], value[end + 1 :]
         if rest and not (rest.startswith(":") and rest[1:].isdigit()):
             return None
-        return host
+        return host, rest[1:]
     host, colon, port = value.partition(":")
     if colon and not port.isdigit():
         return None
-    return host or None
+    return (host, port) if host else None
+
+
+def _split_host(value: str) -> str | None:
+    """The host part of a ``Host`` header, lowercased; None when it is malformed."""
+    found = _host_and_port(value)
+    return None if found is None else found[0]
 
 
 class HostPolicy:
@@ -76,6 +82,28 @@ class HostPolicy:
         if not sep or scheme.lower() not in ("http", "https") or "/" in rest:
             return False
         return self.allows_host(rest)
+
+    @staticmethod
+    def same_origin(origin: str | None, host: str | None) -> bool:
+        """Whether a browser's ``Origin`` is the origin the request was sent to: the same host
+        and port as its ``Host`` (a port left out is the scheme's default), over http or
+        https (https when a TLS proxy is in front; one port has one listener, so the scheme
+        cannot name another server). Stricter than :meth:`allows_origin`, which ignores the
+        port: the web console's login and session requests use it, so that a page served
+        from another port of the same machine is refused (docs/ui.md § Security). No
+        ``Origin`` passes: browsers send it on every POST, so its absence means a client
+        that is not a browser, and such a client needs no browser's protection."""
+        if origin is None:
+            return True
+        scheme, sep, rest = origin.strip().partition("://")
+        scheme = scheme.lower()
+        if not sep or scheme not in ("http", "https") or "/" in rest or host is None:
+            return False
+        sent, served = _host_and_port(rest), _host_and_port(host)
+        if sent is None or served is None:
+            return False
+        default = "443" if scheme == "https" else "80"
+        return sent[0] == served[0] and int(sent[1] or default) == int(served[1] or default)
 
     def mcp_settings(self) -> TransportSecuritySettings:
         """The same policy for the MCP SDK's own check, so it can never be looser than ours

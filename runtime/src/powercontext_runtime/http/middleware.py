@@ -23,10 +23,10 @@ from typing import Any
 
 import anyio
 
-from ..errors import ForbiddenError, PowerContextError, UnauthorizedError
+from ..errors import PowerContextError, UnauthorizedError
 from ..metrics import Metrics
 from ..services.auth import Authenticator, Principal
-from .console_auth import CSRF_HEADER, SAFE_METHODS, ConsoleSessions, cookie_value
+from .console_auth import SESSION_HEADER, ConsoleSessions, session_credential
 from .hosts import HostPolicy
 
 __all__ = ["REPORT", "RequestMiddleware", "report"]
@@ -72,9 +72,9 @@ class RequestMiddleware:
         microseconds, cheaper than the hop to a worker thread) instead of in the thread pool
         (OceanBase: a network round trip). ``operations``: the operation id of each route's
         path, so a caller without the capability an operation needs is refused before its
-        body is read, like a caller without a token. ``console``: the web console's cookie
-        sessions (http/console_auth.py), honoured on ``/v1/…`` and ``/ui/…`` for a request
-        without ``Authorization``."""
+        body is read, like a caller without a token. ``console``: the web console's sessions
+        (http/console_auth.py), honoured on ``/v1/…`` and ``/ui/…`` for a request without
+        ``Authorization``."""
         self._app = app
         self._authenticator = authenticator
         self._auth_enabled = auth_enabled
@@ -179,6 +179,21 @@ class RequestMiddleware:
                 scope=scope,
             )
             return
+        console_page = path == "/ui" or path.startswith("/ui/")
+        if (console_page or SESSION_HEADER in headers) and not self._hosts.same_origin(
+            headers.get("origin"), headers.get("host")
+        ):
+            # The console is same-origin only: its login, and every request with a session,
+            # from the daemon's own scheme, host and port (a page on another local port is
+            # another origin; http/hosts.py).
+            await _reply(
+                send,
+                403,
+                "origin_not_allowed",
+                "the web console answers only pages of its own origin",
+                scope=scope,
+            )
+            return
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self._max_body):
             await _reply(
@@ -186,7 +201,6 @@ class RequestMiddleware:
             )
             return
         if self._auth_enabled and path not in _PUBLIC_PATHS:
-            console_page = path == "/ui" or path.startswith("/ui/")
             try:
                 if (
                     self._console is not None
@@ -197,7 +211,7 @@ class RequestMiddleware:
                 else:
                     principal = await self._authenticate(headers.get("authorization", ""))
             except PowerContextError as exc:  # the token store is unavailable (a typed 503),
-                # or a console session refused (401 / 403 csrf_failed)
+                # or a console session refused (401)
                 await _reply(
                     send, exc.status, exc.code, exc.message, details=exc.details, scope=scope
                 )
@@ -241,33 +255,28 @@ class RequestMiddleware:
     async def _console_principal(
         self, scope: Scope, headers: dict[str, str], path: str
     ) -> Principal | None:
-        """The principal of the console session a request without ``Authorization`` carries
-        (http/console_auth.py), looked up like a bearer token (never cached); the session goes
-        to ``scope["state"]`` for the console's routes. None without a cookie (and on the
-        console's own pages with an invalid one: they show the login). A request that is not
-        a GET or HEAD must echo the session's CSRF secret."""
+        """The principal of the console session a request without ``Authorization`` names in
+        ``X-PowerContext-Session`` (http/console_auth.py), looked up like a bearer token
+        (never cached); the session goes to ``scope["state"]`` for the console's routes. None
+        without the header (a cookie is never looked at), and on the console's own pages with
+        an invalid one (they show the login); 401 for an invalid one on ``/v1/…``."""
         assert self._console is not None
-        cookie = None if path == "/ui/login" else cookie_value(headers.get("cookie"))
-        if cookie is None:
+        raw = None if path == "/ui/login" else headers.get(SESSION_HEADER)
+        if raw is None:
             return None
-        if self._verify_on_loop:
-            session = self._console.resume(cookie)
-        else:
-            session = await anyio.to_thread.run_sync(self._console.resume, cookie)
+        credential = session_credential(raw)
+        session = None
+        if credential is not None:
+            if self._verify_on_loop:
+                session = self._console.resume(credential)
+            else:
+                session = await anyio.to_thread.run_sync(self._console.resume, credential)
         if session is None:
             if path.startswith("/v1/"):
                 raise UnauthorizedError(
                     "the console session is invalid or has expired: log in again"
                 )
             return None
-        if scope["method"] not in SAFE_METHODS and not self._console.csrf_ok(
-            session, headers.get(CSRF_HEADER)
-        ):
-            raise ForbiddenError(
-                "a console request that changes something must carry the session's "
-                "X-PowerContext-CSRF header",
-                code="csrf_failed",
-            )
         scope.setdefault("state", {})["console_session"] = session
         return session.principal
 

@@ -209,6 +209,21 @@ tokens = Table(
     **_TABLE_OPTIONS,
 )
 
+# The web console's sessions (http/console_auth.py): the SHA-256 of each session's secret (never
+# the secret), the token it acts as, and its expiry. Logout deletes the row, so a session ends
+# at once for every worker and every daemon sharing the database; expired rows are deleted by
+# the next login. Access, not data: never exported (docs/decisions/portability.md).
+console_sessions = Table(
+    "console_sessions",
+    metadata,
+    Column("secret_hash", String(64), primary_key=True),
+    Column("token_id", String(64), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Index("ix_console_sessions_expiry", "expires_at"),
+    **_TABLE_OPTIONS,
+)
+
 # -- Review Inbox and reviewed artifact families (spec 06) ----------------------------------
 
 # Current head of each Experience/Skill artifact; row lock target for approval's target CAS.

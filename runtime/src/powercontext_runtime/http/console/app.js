@@ -4,7 +4,11 @@
 "use strict";
 (() => {
   const DICT = window.PowerContextI18n;
-  const CSRF_HEADER = "X-PowerContext-CSRF";
+  // The session's credential (docs/ui.md § Security): kept in sessionStorage, which only this
+  // origin (scheme, host and port) and this tab can read, and sent in a header a browser never
+  // adds by itself. No cookie.
+  const SESSION_HEADER = "X-PowerContext-Session";
+  const SESSION_KEY = "powercontext.session";
   const FIELDS = {
     experience: ["situation", "action", "outcome", "lesson"],
     skill: ["name", "description", "instructions", "validation"],
@@ -38,20 +42,60 @@
     return text.replace(/\{(\w+)\}/g, (_, name) => (vars && name in vars ? String(vars[name]) : ""));
   }
 
-  // h("button", {class: "primary", onclick: f}, "text", child…): an element; strings become text nodes.
+  // Characters a reader could not see as stored: controls but newline and tab (C0, DEL, C1),
+  // invisible formatting characters (bidi embeddings, overrides, isolates and marks,
+  // zero-width characters, tag characters), lone surrogates and the line and paragraph
+  // separators. Shown as escapes (docs/security.md § What the terminal shows is what is
+  // stored), so an agent's U+202E cannot reorder what a reviewer approves. The joiners
+  // U+200C/U+200D stay: scripts and emoji need them.
+  const HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\u2028\u2029]/gu;
+  const ANY_HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\u2028\u2029]/u;
+  const KEPT = new Set(["\n", "\t", "\u200c", "\u200d"]);
+
+  function escapeOf(ch) {
+    if (ch === "\r") return "\\r";
+    const code = ch.codePointAt(0);
+    const hex = code.toString(16);
+    if (code < 0x100) return "\\x" + hex.padStart(2, "0");
+    return code < 0x10000 ? "\\u" + hex.padStart(4, "0") : "\\U" + hex.padStart(8, "0");
+  }
+
+  // Text as a node the page shows exactly: each hidden character becomes a marked escape
+  // (span.hidden-char, its code point in the title), the rest a plain text node.
+  function shown(text) {
+    if (!ANY_HIDDEN.test(text)) return document.createTextNode(text);
+    const out = document.createDocumentFragment();
+    let last = 0;
+    for (const match of text.matchAll(HIDDEN)) {
+      const ch = match[0];
+      if (KEPT.has(ch)) continue;
+      if (match.index > last) out.append(text.slice(last, match.index));
+      const mark = document.createElement("span");
+      mark.className = "hidden-char";
+      mark.textContent = escapeOf(ch);
+      mark.title = "U+" + ch.codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+      out.append(mark);
+      last = match.index + ch.length;
+    }
+    if (last < text.length) out.append(text.slice(last));
+    return out;
+  }
+
+  // h("button", {class: "primary", onclick: f}, "text", child…): an element; strings become
+  // text shown exactly (shown()).
   function h(tag, props, ...children) {
     const el = document.createElement(tag);
     for (const [key, value] of Object.entries(props || {})) {
       if (value === null || value === undefined || value === false) continue;
       if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
       else if (key === "class") el.className = value;
-      else if (key === "text") el.textContent = value;
+      else if (key === "text") el.replaceChildren(shown(String(value)));
       else if (value === true) el.setAttribute(key, "");
       else el.setAttribute(key, String(value));
     }
     for (const child of children.flat()) {
       if (child === null || child === undefined || child === false) continue;
-      el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+      el.append(child instanceof Node ? child : shown(String(child)));
     }
     return el;
   }
@@ -65,14 +109,26 @@
     }
   }
 
+  function credential() {
+    try { return sessionStorage.getItem(SESSION_KEY); } catch (_) { return null; }
+  }
+
+  function keepCredential(value) {
+    try {
+      if (value) sessionStorage.setItem(SESSION_KEY, value);
+      else sessionStorage.removeItem(SESSION_KEY);
+    } catch (_) { /* storage refused: the session lasts until the page is left */ }
+  }
+
   async function request(method, path, body) {
     const headers = { Accept: "application/json" };
     if (body !== undefined) headers["Content-Type"] = "application/json";
-    if (method !== "GET" && state.session && state.session.csrf) headers[CSRF_HEADER] = state.session.csrf;
+    const held = credential();
+    if (held) headers[SESSION_HEADER] = held;
     let response;
     try {
       response = await fetch(path, {
-        method, headers, credentials: "same-origin", cache: "no-store",
+        method, headers, credentials: "omit", cache: "no-store",
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (_) {
@@ -84,6 +140,7 @@
     if (!response.ok) {
       const error = new ApiError(response.status, data && data.error);
       if (response.status === 401 && path.startsWith("/v1/")) {
+        keepCredential(null);
         state.session = null;
         state.flash = { kind: "warn", text: t("login.expired") };
         render();
@@ -98,7 +155,6 @@
   function describeError(error) {
     if (error.code === "network") return t("error.network");
     if (error.code === "scope_forbidden") return t("error.scope");
-    if (error.code === "csrf_failed") return t("error.csrf");
     if (error.code === "capability_forbidden") return t("forbidden.review");
     return t("error.generic", { message: error.message });
   }
@@ -124,6 +180,7 @@
     try {
       const session = await request("GET", "/ui/session");
       state.session = session.logged_in ? session : null;
+      if (!state.session) keepCredential(null);
     } catch (error) {
       state.session = null;
       if (error.status !== 401) state.flash = { kind: "error", text: describeError(error) };
@@ -214,7 +271,8 @@
   }
 
   async function logout() {
-    try { await request("POST", "/ui/logout"); } catch (_) { /* the cookie is cleared either way */ }
+    try { await request("POST", "/ui/logout"); } catch (_) { /* forgotten here either way */ }
+    keepCredential(null);
     state.session = null;
     render();
   }
@@ -233,7 +291,9 @@
         button.disabled = true;
         message.replaceChildren();
         try {
-          state.session = await request("POST", "/ui/login", { token: input.value.trim() });
+          const { credential: issued, ...session } = await request("POST", "/ui/login", { token: input.value.trim() });
+          keepCredential(issued);
+          state.session = session;
           input.value = "";
           render(true);
         } catch (error) {
@@ -1138,10 +1198,11 @@
         h("td", {}, r.created_at),
         h("td", {}, r.integration, " · ", r.lifecycle),
         h("td", {}, h("span", { class: "badge " + (r.state === "injected" ? "approved" : r.state === "pending" ? "pending" : "rejected") }, t("bootstrap.state." + r.state))),
-        h("td", {}, String(r.content_bytes)),
+        h("td", {}, r.content_bytes === null ? "—" : String(r.content_bytes)),
         h("td", { class: "content" }, r.items.length ? h("details", {}, h("summary", {}, t("bootstrap.items", { count: r.items.length })),
           h("ul", {}, ...r.items.map((item) => h("li", {}, item.kind === "memory" ? citationText(item.citation) : refText(item.citation.artifact_ref),
-            item.truncated ? " (" + t("pack.col.truncated").toLowerCase() + ")" : "")))) : "—"),
+            item.truncated ? " (" + t("pack.col.truncated").toLowerCase() + ")" : "")))) : "—",
+          r.withheld ? h("p", { class: "muted withheld" }, t("bootstrap.withheld", { count: r.withheld })) : null),
         h("td", {}, r.mine ? t("yes") : t("no")))))));
     return out;
   }
