@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.hook_kit.conftest import HookRun, run_in_process
+from tests.support.fuzzing import NOT_IN_A_PACK
 
 BOOTSTRAP = "/v1/context/bootstrap"
 RECEIPTS = "/v1/context/bootstrap/receipts"
@@ -59,7 +60,9 @@ def render(texts: list[str]) -> tuple[str, list[dict[str, Any]]]:
         ensure_ascii=False,
         separators=(",", ":"),
     )
-    return _HEAD + body + _TAIL, items
+    # Line boundaries and bidi controls are written as \u escapes, never raw.
+    escaped = "".join(f"\\u{ord(ch):04x}" if ch in NOT_IN_A_PACK else ch for ch in body)
+    return _HEAD + escaped + _TAIL, items
 
 
 PACK, PACK_ITEMS = render(

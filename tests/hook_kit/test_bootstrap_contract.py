@@ -20,7 +20,9 @@ from tests.hook_kit.bootstrap_support import (
     bootstrap_document,
     digest,
     receipt_body,
+    render,
 )
+from tests.support.fuzzing import NOT_IN_A_PACK
 
 HANDOFF_ITEM = {
     "kind": "handoff",
@@ -105,6 +107,19 @@ def test_key_order_and_whitespace_do_not_matter() -> None:
 def test_malformed_bodies_raise_invalid_response_only(body: bytes) -> None:
     with pytest.raises(InvalidResponse):
         decode_bootstrap(body, 8192)
+
+
+@pytest.mark.parametrize("char", sorted(NOT_IN_A_PACK))
+def test_a_pack_with_a_raw_line_boundary_or_bidi_control_is_refused(char: str) -> None:
+    text = f"Deploys need{char}a green build"
+    escaped, items = render([text])
+    assert char not in escaped  # the spec'd render writes it as a \u escape …
+    pack = decode_bootstrap(bootstrap_body(escaped, items=items), 4096)
+    assert json.loads(pack.content.split("\n")[4])["items"][0]["content"] == text
+    raw = escaped.replace("Deploys need", f"Deploys need{char}")  # … a raw one is refused
+    with pytest.raises(InvalidResponse) as caught:
+        decode_bootstrap(bootstrap_body(raw, items=items), 4096)
+    assert "line separator or bidi control" in str(caught.value)
 
 
 def test_error_messages_never_echo_the_body() -> None:

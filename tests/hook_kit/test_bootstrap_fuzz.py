@@ -29,6 +29,7 @@ from tests.hook_kit.conftest import hook_env
 from tests.hook_kit.stub import Reply, StubRuntime
 from tests.support.fuzzing import (
     FUZZ_CHARACTERS,
+    NOT_IN_A_PACK,
     Rejected,
     ResponseFuzzer,
     break_field,
@@ -157,6 +158,8 @@ def oracle_accepts(body: bytes, budget: int) -> bool:
     if content is None or content.strip() == "":
         return False
     if len(content.encode("utf-8")) != size or size > budget:
+        return False
+    if not NOT_IN_A_PACK.isdisjoint(content):
         return False
     return (
         pack_digest == sha(content)

@@ -8,6 +8,7 @@ import pytest
 
 from powercontext_hook_kit import InvalidResponse, decode_prepared, hook_output
 from tests.hook_kit.stub import prepared_body
+from tests.support.fuzzing import NOT_IN_A_PACK
 
 # The seed example of spec 04: one memory item, exactly 606 bytes.
 SEED_PACK = (
@@ -73,6 +74,18 @@ def test_whitespace_and_key_order_do_not_matter() -> None:
 def test_malformed_bodies_raise_invalid_response_only(body: bytes) -> None:
     with pytest.raises(InvalidResponse):
         decode_prepared(body, 8000)
+
+
+@pytest.mark.parametrize("char", sorted(NOT_IN_A_PACK))
+def test_a_pack_with_a_raw_line_boundary_or_bidi_control_is_refused(char: str) -> None:
+    """A runtime that left one raw in a JSON string made a pack whose lines split differently
+    under ``str.splitlines()`` (or display reordered): the hook injects nothing."""
+    raw = SEED_PACK.replace("contract tests", f"contract{char}tests")
+    with pytest.raises(InvalidResponse) as caught:
+        decode_prepared(prepared_body(raw), 8000)
+    assert "line separator or bidi control" in str(caught.value)
+    escaped = SEED_PACK.replace("contract tests", f"contract\\u{ord(char):04x}tests")
+    assert decode_prepared(prepared_body(escaped), 8000).content == escaped
 
 
 def test_error_messages_never_echo_the_body() -> None:

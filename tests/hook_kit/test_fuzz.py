@@ -21,6 +21,7 @@ from tests.hook_kit.conftest import event, hook_env, run_in_process
 from tests.hook_kit.stub import PREPARE, Reply, StubRuntime
 from tests.support.fuzzing import (
     FUZZ_CHARACTERS,
+    NOT_IN_A_PACK,
     Rejected,
     ResponseFuzzer,
     break_field,
@@ -66,7 +67,7 @@ def oracle_accepts(body: bytes, budget: int) -> bool:
         encoded = content.encode("utf-8")
     except UnicodeEncodeError:
         return False
-    return len(encoded) == size and size <= budget
+    return len(encoded) == size and size <= budget and NOT_IN_A_PACK.isdisjoint(content)
 
 
 # --- the mutator -----------------------------------------------------------------------------

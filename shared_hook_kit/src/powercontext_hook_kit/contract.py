@@ -22,6 +22,7 @@ from .digest import sha256
 
 __all__ = [
     "BOOTSTRAP_CONTEXT_SCHEMA",
+    "NEVER_RAW_IN_A_PACK",
     "PREPARED_CONTEXT_SCHEMA",
     "RECEIPT_ID_MAX_CHARS",
     "BootstrapContext",
@@ -98,6 +99,22 @@ def _utf8_length(text: str) -> int:
     return len(_utf8(text))
 
 
+#: What a runtime pack never holds raw (the runtime escapes it inside the JSON strings): every
+#: line boundary of ``str.splitlines()`` other than ``\n``, and the bidi controls. A pack that
+#: does comes from a runtime that does not escape them; the hook never re-renders a pack, so it
+#: refuses it (nothing injected, the host goes on) rather than let a reader that splits lines
+#: differently see a marker line the wrapper never wrote.
+NEVER_RAW_IN_A_PACK = frozenset(
+    "\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # line boundaries besides \n
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"  # bidi
+)
+
+
+def _check_lines(content: str) -> None:
+    if not NEVER_RAW_IN_A_PACK.isdisjoint(content):
+        raise InvalidResponse("the pack holds a raw line separator or bidi control")
+
+
 def decode_prepared(body: bytes, requested_max_bytes: int) -> PreparedContext:
     """Decode and validate a ``prepare_context`` response against the budget the hook asked for.
 
@@ -119,6 +136,7 @@ def decode_prepared(body: bytes, requested_max_bytes: int) -> PreparedContext:
         raise InvalidResponse("content_bytes differs from the UTF-8 length of content")
     if prepared.content_bytes > requested_max_bytes:
         raise InvalidResponse("the pack exceeds the requested byte budget")
+    _check_lines(content)
     return prepared
 
 
@@ -251,6 +269,7 @@ def decode_bootstrap(body: bytes, requested_max_bytes: int) -> BootstrapContext:
         raise InvalidResponse("the pack exceeds the requested byte budget")
     if pack.pack_digest != _DIGEST_PREFIX + sha256(encoded).hexdigest():
         raise InvalidResponse("pack_digest is not the sha256 of content")
+    _check_lines(content)
     if not pack.items:
         raise InvalidResponse("a ready pack must list its items")
     if receipt.state != "pending" or receipt.ephemeral:

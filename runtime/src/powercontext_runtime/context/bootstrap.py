@@ -1,19 +1,19 @@
 """The pure bootstrap pack builder (``powercontext.bootstrap-context.v1``, spec 05).
 
 Same guarantees as the prepared pack — deterministic, byte-bounded, stored text only inside
-JSON strings — with its own markers, a profile field, the item's scope and a digest of the
-*full* stored content, so a host or an auditor can tell exactly what was delivered.
+JSON strings, line boundaries and bidi controls escaped (``json_line``) — with its own markers,
+a profile field, the item's scope and a digest of the *full* stored content, so a host or an
+auditor can tell exactly what was delivered.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .builder import cap_content, fit_truncated
+from .builder import cap_content, fit_truncated, json_line
 
 __all__ = ["BootstrapCandidate", "BootstrapPack", "PlacedItem", "build_bootstrap", "digest"]
 
@@ -60,7 +60,7 @@ class BootstrapPack:
 def _render(
     candidate: BootstrapCandidate, content_digest: str, content: str, truncated: bool
 ) -> str:
-    return json.dumps(
+    return json_line(
         {
             "kind": candidate.kind,
             "scope_id": candidate.scope_id,
@@ -68,9 +68,7 @@ def _render(
             "content_digest": content_digest,
             "content": content,
             "truncated": truncated,
-        },
-        ensure_ascii=False,
-        separators=(",", ":"),
+        }
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 __all__ = [
     "CONTEXT_SCHEMA",
+    "PACK_ESCAPED",
     "ExperienceHit",
     "ItemDecision",
     "MemoryHit",
@@ -24,6 +25,7 @@ __all__ = [
     "PreparedContextBuilder",
     "cap_content",
     "fit_truncated",
+    "json_line",
     "truncate_utf8",
 ]
 
@@ -127,8 +129,25 @@ class _Candidate:
     source_bytes: int
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+#: Code points a pack never carries raw, though JSON leaves them unescaped (``json.dumps``
+#: already escapes C0 controls, which covers ``\v \f \x1c \x1d \x1e``): the rest of what
+#: ``str.splitlines()`` takes for a line boundary (NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR),
+#: so the pack has one line per marker under any line-splitting rule, and the bidi controls
+#: (embeddings, overrides, isolates, marks), so no line is shown in another order than it is
+#: read. docs/decisions/pack-escaping.md records this deviation from spec 04's "non-ASCII as
+#: UTF-8".
+PACK_ESCAPED = frozenset(
+    (0x85, 0x2028, 0x2029, 0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+)
+_PACK_ESCAPES = {code: f"\\u{code:04x}" for code in PACK_ESCAPED}
+
+
+def json_line(value: Any) -> str:
+    """``value`` as the compact JSON both pack builders render: non-ASCII as UTF-8, except the
+    :data:`PACK_ESCAPED` code points, written as ``\\uXXXX`` escapes. Those can only occur
+    inside JSON strings, so escaping them in the dumped text changes no parsed value; byte
+    budgets measure this text, escapes included."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).translate(_PACK_ESCAPES)
 
 
 def _item_json(candidate: _Candidate, content: str, truncated: bool) -> str:
@@ -139,7 +158,7 @@ def _item_json(candidate: _Candidate, content: str, truncated: bool) -> str:
     }
     if candidate.experience:
         item["kind"] = "experience"
-    return _dumps(item)
+    return json_line(item)
 
 
 def _utf8_len(text: str) -> int:

@@ -225,23 +225,29 @@ class HandoffOverview(StrictModel):
 
 
 class ReceiptItem(StrictModel):
+    """A delivered item named by its immutable citation. No digest: a bare hash of stored text
+    lets anyone who sees it confirm a guess offline, and the citation already names the exact
+    version (``get_memory_entry`` / ``get_handoff`` return it to whoever may read it)."""
+
     kind: Literal["handoff", "memory"]
     scope_id: str
     citation: dict[str, Any]
-    content_digest: str
     truncated: bool
 
 
 class ReceiptSummary(StrictModel):
-    """A delivery receipt as stored: identity metadata, states, exact item references and
-    digests; never content (and not its id, which only its creator may use)."""
+    """A delivery receipt as stored: identity metadata, states and the exact item references
+    the caller's token may read now; never content, digests or its id (which only its creator
+    may use). A receipt may hold items of scopes the caller is not granted (another token's,
+    or the caller's before its grants shrank): those are ``withheld`` — counted, not named —
+    and then ``content_bytes`` is null too, since the pack's size would measure them."""
 
     integration: str
     lifecycle: str
     state: Literal["pending", "skipped", "injected", "failed"]
-    content_bytes: int
-    pack_digest: str | None
+    content_bytes: int | None
     items: list[ReceiptItem]
+    withheld: int  # items of scopes the caller's token is not granted
     mine: bool  # created by the caller's token
     created_at: str
     updated_at: str

@@ -71,8 +71,9 @@ def get_bootstrap_overview(
     """What the scope's next SessionStart would consider, read the way bootstrap reads it:
     its Context References, each participating scope's tagged entries with their
     eligibility (forbidden scopes and secret kinds named), the Handoff head, the queued
-    revision and the latest ones, and the live delivery receipts — states, item citations
-    and digests, never content. Reads only. For the web console; not an MCP tool."""
+    revision and the latest ones, and the live delivery receipts — states and the citations
+    of the items this token may read (others only counted, as ``withheld``); never content
+    or digests. Reads only. For the web console; not an MCP tool."""
     runtime = scoped_runtime(request, body.scope_id)
     return runtime.bootstrap.overview(body, request.state.principal)
 

@@ -42,10 +42,10 @@ from ..contract.bootstrap import (
 from ..contract.common import MemoryCitation
 from ..errors import ConflictError, NotFoundError
 from ..store._records import iso_time, new_id, sha256_hex
-from ..store.bootstrap import BootstrapStore, ReceiptRecord, TaggedEntry
+from ..store.bootstrap import BootstrapStore, ReceiptRecord, StoredReceipt, TaggedEntry
 from .auth import Principal
 
-__all__ = ["BootstrapService", "is_secret_kind", "render_handoff"]
+__all__ = ["BootstrapService", "is_secret_kind", "readable_items", "render_handoff"]
 
 MAX_MEMORY_ITEMS = 6
 MAX_REFERENCED_SCOPES = 8
@@ -209,7 +209,7 @@ class BootstrapService:
             return set()
         return {
             item["citation"]["entry_version_id"]
-            for item in record.items
+            for item in readable_items(record.items, principal)[0]
             if item["kind"] == "memory" and item["scope_id"] == scope_id and not item["truncated"]
         }
 
@@ -285,7 +285,8 @@ class BootstrapService:
         """What the next SessionStart of this scope would consider, and what was delivered:
         the references, each participating scope's tagged entries with their eligibility,
         the Handoff head, the queued one and the latest revisions, and the live receipts
-        (never content). Reads only; nothing is queued, claimed or purged."""
+        (only the items the caller may read, by citation; never content or digests). Reads
+        only; nothing is queued, claimed or purged."""
         references = self._store.get_references(req.scope_id)
         queued = self._store.next_handoff(req.scope_id)
         revisions = self._store.handoff_revisions(req.scope_id, max(req.handoffs, 1))
@@ -314,18 +315,7 @@ class BootstrapService:
                 ],
             ),
             receipts=[
-                ReceiptSummary(
-                    integration=r.integration,
-                    lifecycle=r.lifecycle,
-                    state=r.state,  # type: ignore[arg-type]
-                    content_bytes=r.content_bytes,
-                    pack_digest=r.pack_digest,
-                    items=[ReceiptItem.model_validate(item) for item in r.items],
-                    mine=r.mine,
-                    created_at=iso_time(r.created_at),
-                    updated_at=iso_time(r.updated_at),
-                    expires_at=iso_time(r.expires_at),
-                )
+                _receipt_summary(r, principal)
                 for r in self._store.recent_receipts(
                     req.scope_id, principal.principal_id, req.receipts
                 )
@@ -355,7 +345,7 @@ class BootstrapService:
                 req.scope_id, record.receipt_id, "skipped", principal.principal_id
             )
             return _skipped_response(record.receipt_id, stored or "skipped", ephemeral=False)
-        if not all(principal.allows(item["scope_id"]) for item in record.items):
+        if readable_items(record.items, principal)[1]:
             # Every reread is authorised again: an item the caller may no longer read ends
             # the receipt (failed) instead of being served from what was allowed before.
             stored = self._store.transition(
@@ -425,6 +415,45 @@ class BootstrapService:
                 "receipt": receipt,
             }
         )
+
+
+def readable_items(
+    items: list[dict[str, Any]], principal: Principal
+) -> tuple[list[dict[str, Any]], int]:
+    """A stored receipt's items the caller may read *now*, and how many it may not.
+
+    A receipt's items were chosen under the grants of whoever made it — another token, or the
+    caller before its grants shrank — so everything that shows or reuses them (the overview's
+    receipts, a replay) goes through this one filter, never through the stored list as is.
+    """
+    readable = [item for item in items if principal.allows(item["scope_id"])]
+    return readable, len(items) - len(readable)
+
+
+def _receipt_summary(stored: StoredReceipt, principal: Principal) -> ReceiptSummary:
+    """A receipt as the overview shows it: the caller's readable items by citation only (no
+    digest), the rest counted; a pack that held withheld items does not show its size."""
+    readable, withheld = readable_items(stored.items, principal)
+    return ReceiptSummary(
+        integration=stored.integration,
+        lifecycle=stored.lifecycle,
+        state=stored.state,  # type: ignore[arg-type]
+        content_bytes=None if withheld else stored.content_bytes,
+        items=[
+            ReceiptItem(
+                kind=item["kind"],
+                scope_id=item["scope_id"],
+                citation=item["citation"],
+                truncated=item["truncated"],
+            )
+            for item in readable
+        ],
+        withheld=withheld,
+        mine=stored.mine,
+        created_at=iso_time(stored.created_at),
+        updated_at=iso_time(stored.updated_at),
+        expires_at=iso_time(stored.expires_at),
+    )
 
 
 def _memory_citation(entry: TaggedEntry) -> dict[str, Any]:

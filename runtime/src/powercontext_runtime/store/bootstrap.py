@@ -72,13 +72,13 @@ class ReceiptRecord:
 
 @dataclass(frozen=True, slots=True)
 class StoredReceipt:
-    """A receipt as the console's Bootstrap page shows it (no id, no principal, no content)."""
+    """A receipt as the console's Bootstrap page reads it (no id, no principal, no content,
+    no digest: the service filters the items by the caller's grants before showing any)."""
 
     integration: str
     lifecycle: str
     state: str
     content_bytes: int
-    pack_digest: str | None
     items: list[dict[str, Any]]
     mine: bool
     created_at: int
@@ -264,7 +264,6 @@ class BootstrapStore:
                     _r.c.lifecycle,
                     _r.c.state,
                     _r.c.content_bytes,
-                    _r.c.pack_digest,
                     _r.c["items"],
                     _r.c.principal_id,
                     _r.c.created_at,
@@ -282,7 +281,6 @@ class BootstrapStore:
                 row.lifecycle,
                 row.state,
                 row.content_bytes,
-                row.pack_digest,
                 json.loads(row.items),
                 row.principal_id == principal_id,
                 row.created_at,
