@@ -130,6 +130,13 @@ class StubRuntime:
                     reply = stub.replies.get(self.path) or _default_reply(self.path, body)
                 stub._answer(self, reply)
 
+            def do_GET(self) -> None:  # only the paths a test scripted (doctor's probes)
+                with stub._lock:
+                    stub.requests.append(
+                        Recorded(self.path, dict(self.headers.items()), b"", time.monotonic())
+                    )
+                stub._answer(self, stub.replies.get(self.path) or Reply(404, b"{}"))
+
         self.unix_socket = unix_socket
         self._server: socketserver.BaseServer
         if unix_socket is None:

@@ -46,7 +46,7 @@ def _open_and_write(home: Path) -> None:
 def test_a_new_data_dir_is_private_under_any_umask(tmp_path: Path, loose_umask: int) -> None:
     home = tmp_path / "nested" / "home"
     _open_and_write(home)
-    assert mode(home) == 0o700
+    assert mode(home) == 0o700 and mode(home.parent) == 0o700  # a missing parent too
     assert mode(home / "auth") == 0o700
     assert {p.name: mode(p) for p in (home / "auth").iterdir()} == {
         "token": 0o600,

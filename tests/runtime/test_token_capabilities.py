@@ -4,6 +4,7 @@ database is involved)."""
 
 from __future__ import annotations
 
+import logging
 import stat
 from typing import Any
 
@@ -55,7 +56,7 @@ def test_the_runtime_keeps_an_operator_and_an_agent_token(runtime: Runtime) -> N
 
 
 def test_a_database_from_before_capabilities_is_upgraded(
-    backend: str, request: pytest.FixtureRequest, tmp_path: Any
+    backend: str, request: pytest.FixtureRequest, tmp_path: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     from tests.support.backends import database_url_for
 
@@ -65,6 +66,7 @@ def test_a_database_from_before_capabilities_is_upgraded(
     try:
         old.ensure_local_token()
         operator_secret = settings.token_file.read_text().strip()
+        agent_secret = settings.agent_token_file.read_text().strip()
         legacy_secret = old.tokens.create("ci", ["git:acme/*"], ["read", "review"])
         # What an older release left: no capability or principal columns at all.
         with old.db.engine.begin() as conn:
@@ -76,14 +78,74 @@ def test_a_database_from_before_capabilities_is_upgraded(
     try:
         legacy = upgraded.authenticator.principal_for(legacy_secret)
         assert legacy is not None and sorted(legacy.capabilities) == sorted(AGENT)  # no review
-        # The operator's token had lost its capabilities too: start-up re-issues it.
-        assert upgraded.authenticator.principal_for(operator_secret) is not None
-        assert upgraded.ensure_local_token() is True
-        assert upgraded.authenticator.principal_for(operator_secret) is None  # revoked
-        fresh = upgraded.authenticator.principal_for(settings.token_file.read_text().strip())
-        assert fresh is not None and sorted(fresh.capabilities) == sorted(EVERY)
+        # The operator's token had lost its capabilities too: start-up gives them back in
+        # place, so whoever holds the secret (POWERCONTEXT_TOKEN, a script) keeps working.
+        with caplog.at_level(logging.WARNING, logger="powercontext.auth"):
+            assert upgraded.ensure_local_token() is False
+        assert [r.getMessage() for r in caplog.records] == ["local_token_upgraded"]
+        assert settings.token_file.read_text().strip() == operator_secret
+        kept = upgraded.authenticator.principal_for(operator_secret)
+        assert kept is not None and sorted(kept.capabilities) == sorted(EVERY)
+        agent = upgraded.authenticator.principal_for(agent_secret)  # an agent's share already
+        assert agent is not None and sorted(agent.capabilities) == sorted(AGENT)
+        assert settings.agent_token_file.read_text().strip() == agent_secret
     finally:
         upgraded.close()
+
+
+def test_a_token_file_holding_another_old_token_is_reissued_and_logged(
+    sqlite_runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only the operator's own local token is upgraded in place: another token of an older
+    release copied into auth/token never gains review; the file is replaced and the log says
+    which file and why."""
+    rt = sqlite_runtime
+    copied = rt.tokens.create("ci", ["*"], ["read"])
+    with rt.db.engine.begin() as conn:  # as an older release stored it: no capabilities
+        conn.execute(tokens.update().values(capabilities=None))
+    rt.settings.token_file.parent.mkdir(mode=0o700)
+    rt.settings.token_file.write_text(copied + "\n")
+    with caplog.at_level(logging.WARNING, logger="powercontext.auth"):
+        assert rt.ensure_local_token() is True
+    reissued = [r for r in caplog.records if r.getMessage() == "local_token_reissued"]
+    assert [(r.token_file, r.code) for r in reissued] == [  # type: ignore[attr-defined]
+        (str(rt.settings.token_file), "capabilities_changed")
+    ]
+    assert not [r for r in caplog.records if r.getMessage() == "local_token_upgraded"]
+    still = rt.authenticator.principal_for(copied)
+    assert still is not None and sorted(still.capabilities) == sorted(AGENT)  # no review
+    assert rt.settings.token_file.read_text().strip() != copied
+
+
+def test_a_replaced_local_token_is_refused_saying_what_happened(runtime: Runtime) -> None:
+    """A data dir that a release before this one upgraded had its local token replaced: whoever
+    still holds the old secret gets a 401 that says so and what to use (HTTP, MCP's
+    transport), not a bare refusal; a token that was never valid still gets the bare one."""
+    from fastapi.testclient import TestClient
+
+    from powercontext_runtime.services.auth import local_token_name
+
+    rt = runtime
+    name = local_token_name(rt.settings.token_file, "operator")
+    old = rt.tokens.rotate_local(name, tuple(AGENT))  # the operator's file, the wrong share
+    rt.settings.token_file.parent.mkdir(mode=0o700, exist_ok=True)
+    rt.settings.token_file.write_text(old + "\n")
+    assert rt.ensure_local_token() is True  # replaced, as that release did on upgrade
+    with TestClient(create_app(rt), base_url="http://localhost") as http:
+        for path in ("/v1/capabilities", "/mcp"):
+            refused = http.post(path, json={}, headers={"Authorization": f"Bearer {old}"})
+            assert refused.status_code == 401, path
+            error = refused.json()["error"]
+            assert error["code"] == "token_replaced"
+            assert "auth/token" in error["message"] and old not in refused.text
+        forged = old[:-4] + ("AAAA" if not old.endswith("AAAA") else "BBBB")
+        bare = http.post("/v1/capabilities", headers={"Authorization": f"Bearer {forged}"})
+        assert bare.status_code == 401 and bare.json()["error"]["code"] == "unauthorized"
+        current = rt.settings.token_file.read_text().strip()
+        assert (
+            http.get("/v1/capabilities", headers={"Authorization": f"Bearer {current}"}).status_code
+            == 200
+        )
 
 
 @pytest.mark.parametrize(

@@ -64,7 +64,7 @@ class Runtime:
     @classmethod
     def open(cls, settings: Settings, *, prepare: bool = True) -> Runtime:
         """Connect, create the schema idempotently and rebuild stale derived indexes."""
-        secure_data_dir(settings.home, settings.sqlite_file)
+        secure_data_dir(settings.home, settings.sqlite_file, settings.unix_socket)
         extractor = _extractor(settings)  # before any connection: a bad path leaks nothing
         db = Database(settings.database_url, prompt_cache_kib=settings.prompt_cache_mib * 1024)
         tokens = TokenStore(db)

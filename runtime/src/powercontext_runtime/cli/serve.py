@@ -32,6 +32,7 @@ from fastapi import FastAPI
 from uvicorn.supervisors.multiprocess import Multiprocess
 
 from ..composition import Runtime
+from ..files import check_data_dir
 from ..http import create_app
 from ..logs import configure_logging
 from ..metrics import prepare_multiprocess_dir
@@ -69,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
         unix_socket=getattr(args, "socket", None),
     )
     configure_logging(settings.log_level, settings.log_format)
+    # Before the socket is bound in it or anything else is written: another user's data dir
+    # is refused with one sentence (exit 1).
+    check_data_dir(settings.home, settings.sqlite_file, settings.unix_socket)
     nofile = raise_file_limit()
     try:
         listeners = open_listeners(settings.host, settings.port, settings.unix_socket, BACKLOG)

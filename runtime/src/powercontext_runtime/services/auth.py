@@ -10,16 +10,17 @@ and an operation missing from the table needs ``admin`` (fail closed). docs/secu
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..contract.capabilities import AGENT_CAPABILITIES, ALL_CAPABILITIES, Capability
-from ..errors import ForbiddenError
+from ..errors import ForbiddenError, UnauthorizedError
 from ..files import write_private_file
 from ..settings import read_token_file
-from ..store.tokens import TokenStore, scope_matches
+from ..store.tokens import TokenInfo, TokenStore, scope_matches
 
 __all__ = [
     "AGENT_CAPABILITIES",
@@ -85,6 +86,8 @@ OPERATION_CAPABILITIES: dict[str, Capability | None] = {
 #: The principal id of every caller while auth is off (``POWERCONTEXT_AUTH=none``).
 UNAUTHENTICATED_ID = "auth-off"
 
+_log = logging.getLogger("powercontext.auth")
+
 
 def required_capability(operation: str) -> Capability | None:
     """What ``operation`` needs; an operation nobody classified needs ``admin``."""
@@ -132,6 +135,15 @@ class Principal:
             self.require(scope_id)
 
 
+#: The refusal of a replaced local token: what happened and what to do, nothing about the
+#: data dir's location (the caller may be remote).
+REPLACED_MESSAGE = (
+    "this local token was replaced when the runtime started (after an upgrade, or because its "
+    "token file held another token): use the one now in the runtime's data dir, auth/token "
+    "for the CLI and scripts, auth/agent-token for the hooks and MCP clients"
+)
+
+
 class Authenticator:
     """Turns a bearer token into the caller (None when the token is not valid)."""
 
@@ -139,8 +151,12 @@ class Authenticator:
         self._tokens = tokens
 
     def principal_for(self, token: str) -> Principal | None:
+        """None for a token that is not valid; a typed 401 ``token_replaced`` for one that
+        start-up replaced (docs/security.md § Tokens), which says what to use instead."""
         info = self._tokens.verify(token)
         if info is None:
+            if self._tokens.was_replaced(token):
+                raise UnauthorizedError(REPLACED_MESSAGE, code="token_replaced")
             return None
         return Principal(info.token_id, info.scopes, frozenset(info.capabilities))
 
@@ -173,15 +189,25 @@ LOCAL_TOKENS = (
 def ensure_local_tokens(tokens: TokenStore, auth_dir: Path) -> list[str]:
     """Make sure each local token file holds a valid token of its role; the roles (re)issued.
 
-    A file whose token is unknown, revoked, or holds other capabilities than its role (a
-    database from before capabilities existed) is replaced. Secrets are written to files
-    created 0600 from the start and moved into place atomically.
+    The operator's token of a release from before capabilities (``auth/token``, the only local
+    token then, used by the CLI and the hooks alike and able to do everything) keeps its
+    secret: its row is given the operator's capabilities in place (``local_token_upgraded``
+    in the log), so a ``POWERCONTEXT_TOKEN``, script or MCP client holding it keeps working.
+    A file whose token is unknown, revoked, or holds other capabilities than its role is
+    replaced, and the log says which file and why (``local_token_reissued``). Secrets are
+    written to files created 0600 from the start and moved into place atomically.
     """
     issued = []
     for local in LOCAL_TOKENS:
         path = auth_dir / local.file_name
         current = read_token_file(path)
         info = None if current is None else tokens.verify(current)
+        if info is not None and _upgradable(info, local):
+            if tokens.upgrade_legacy(info.token_id, local.capabilities):
+                _log.warning(
+                    "local_token_upgraded", extra={"token_file": str(path), "code": local.role}
+                )
+            info = tokens.verify(current or "")
         if info is not None and set(info.capabilities) == set(local.capabilities):
             if (path.stat().st_mode & 0o777) != 0o600:
                 os.chmod(path, 0o600)
@@ -189,5 +215,20 @@ def ensure_local_tokens(tokens: TokenStore, auth_dir: Path) -> list[str]:
         name = local_token_name(path, local.role)
         secret = tokens.rotate_local(name, local.capabilities)
         write_private_file(path, secret + "\n")
+        if current is not None:  # a first start writes the files without a word
+            reason = "unknown_or_revoked" if info is None else "capabilities_changed"
+            _log.warning("local_token_reissued", extra={"token_file": str(path), "code": reason})
         issued.append(local.role)
     return issued
+
+
+def _upgradable(info: TokenInfo, local: LocalToken) -> bool:
+    """The operator's local token as a release without capabilities made it: every scope, no
+    capabilities stored, named by ``rotate_local`` (``local-…``) — never a narrowed token
+    someone copied into the file, and never the agent's (that file did not exist then)."""
+    return (
+        local.role == "operator"
+        and info.legacy
+        and info.scopes == ("*",)
+        and info.name.startswith("local-")
+    )

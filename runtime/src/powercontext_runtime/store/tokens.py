@@ -36,6 +36,9 @@ class TokenInfo:
     capabilities: tuple[str, ...]
     created_at: int
     revoked: bool
+    #: Made before capabilities existed (NULL in the database): ``capabilities`` is then
+    #: :data:`LEGACY_CAPABILITIES`, until start-up upgrades a local token in place.
+    legacy: bool = False
 
 
 def scope_matches(patterns: tuple[str, ...], scope_id: str) -> bool:
@@ -55,6 +58,8 @@ _VERIFY = select(*(tokens.c[name] for name in _COLUMNS)).where(
 )
 _SQLITE_VERIFY = f"SELECT {', '.join(_COLUMNS)} FROM tokens WHERE token_id = ?"
 _Row = namedtuple("_Row", _COLUMNS)  # the shape of a driver row, by name
+#: What ``rotate_local`` puts in the name of the local token it replaces.
+_REPLACED = "-replaced-"
 
 
 def _hash(secret: str) -> str:
@@ -104,6 +109,24 @@ class TokenStore:
         if row is None or not hmac.compare_digest(row.secret_hash, _hash(secret)):
             return None
         return _info(row)
+
+    def was_replaced(self, token: str) -> bool:
+        """Whether ``token`` (its exact secret) is a local token that start-up replaced
+        (``rotate_local``: an upgrade by a release that re-issued older local tokens, or a
+        token file that did not match its role), so a refusal can say what happened and what
+        to do instead of a bare 401. Only read when a token has already been refused."""
+        parsed = _parse(token)
+        if parsed is None:
+            return False
+        token_id, secret = parsed
+        with self._db.read() as conn:
+            row = conn.execute(_VERIFY, {"token_id": token_id}).first()
+        return (
+            row is not None
+            and row.revoked_at is not None
+            and _REPLACED in row.name
+            and hmac.compare_digest(row.secret_hash, _hash(secret))
+        )
 
     def active(self, token_id: str) -> tuple[TokenInfo, str] | None:
         """The token with this id and its secret's hash, unless it is unknown or revoked.
@@ -162,7 +185,7 @@ class TokenStore:
                     update(tokens)
                     .where(tokens.c.token_id == existing.token_id)
                     .values(
-                        name=f"{name}-replaced-{existing.token_id}",
+                        name=f"{name}{_REPLACED}{existing.token_id}",
                         revoked_at=now_ms(),
                     )
                 )
@@ -181,6 +204,25 @@ class TokenStore:
         self._db.write(work)
         return f"pc_{token_id}_{secret}"
 
+    def upgrade_legacy(self, token_id: str, capabilities: tuple[str, ...]) -> bool:
+        """Give a token made before capabilities existed the ``capabilities`` its use implies,
+        keeping its secret (services/auth.py: the operator's local token of an older release);
+        False if it is no longer such a token (revoked, or upgraded meanwhile)."""
+
+        def work(conn: Connection) -> bool:
+            done = conn.execute(
+                update(tokens)
+                .where(
+                    tokens.c.token_id == token_id,
+                    tokens.c.capabilities.is_(None),
+                    tokens.c.revoked_at.is_(None),
+                )
+                .values(capabilities=json.dumps(list(capabilities)))
+            )
+            return bool(done.rowcount)
+
+        return bool(self._db.write(work))
+
     @staticmethod
     def _by_name(conn: Connection, name: str):  # type: ignore[no-untyped-def]
         return conn.execute(select(tokens).where(tokens.c.name == name)).first()
@@ -196,4 +238,5 @@ def _info(row) -> TokenInfo:  # type: ignore[no-untyped-def]
         ),
         created_at=row.created_at,
         revoked=row.revoked_at is not None,
+        legacy=row.capabilities is None,
     )

@@ -154,6 +154,16 @@ def _unreachable_fix(settings: HookSettings) -> str:
     return "start it with `powercontext serve`, or set POWERCONTEXT_URL"
 
 
+def _error_code(body: bytes) -> str | None:
+    """The ``error.code`` of an error envelope, or None when the body is not one."""
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        return None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
+
+
 def runtime_checks(settings: HookSettings, env: Mapping[str, str]) -> list[Check]:
     """Reachable (``/health/live``), token accepted and version compatible (``/v1/capabilities``
     lists ``powercontext.prepared-context.v1``)."""
@@ -190,13 +200,23 @@ def runtime_checks(settings: HookSettings, env: Mapping[str, str]) -> list[Check
     status, body = answer
     source = _token_source(settings, env)
     if status in (401, 403):
+        replaced = status == 401 and _error_code(body) == "token_replaced"
         return [
             *checks,
             Check(
                 "token",
                 "fail",
-                f"rejected by the runtime (HTTP {status}); it came from {source}",
-                "use the runtime's token (`powercontext token create` for another one)",
+                (
+                    f"replaced when the runtime started (after an upgrade); it came from {source}"
+                    if replaced
+                    else f"rejected by the runtime (HTTP {status}); it came from {source}"
+                ),
+                (
+                    "use the runtime's auth/agent-token (unset POWERCONTEXT_TOKEN to read it "
+                    "from POWERCONTEXT_HOME)"
+                    if replaced
+                    else "use the runtime's token (`powercontext token create` for another one)"
+                ),
             ),
             Check("version", "skip", "token rejected"),
         ]
