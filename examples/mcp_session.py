@@ -7,7 +7,7 @@ offered the review tools, and calling one anyway is refused.
 
     powercontext serve &
     python examples/mcp_session.py
-    powercontext candidate list          # the proposal, waiting for you
+    powercontext candidate list --scope example:mcp   # the proposal, waiting for you
 
 ``POWERCONTEXT_URL`` (``http://…`` or ``unix:/…``; default: the local data dir's socket),
 ``POWERCONTEXT_TOKEN`` (default: the data dir's ``auth/agent-token``), ``POWERCONTEXT_SCOPE_ID``

@@ -75,6 +75,7 @@ SAMPLES: dict[str, str] = {
     "handoff-commit-next": "README's `handoff commit` then `handoff next`",
     "candidate-show": "`powercontext candidate show` of a proposed Skill",
     "skill-get": "`powercontext skill get` of that Skill once approved",
+    "review-cli": "docs/review.md's command-line session, each command run as shown",
     "cli-candidate-conflict": "`candidate approve` of a version that was revised since",
     "cli-candidate-conflict-json": "the same with --json (stderr)",
     "http-error-envelope": "the HTTP answer of a revise whose citation is stale (409)",
@@ -339,6 +340,85 @@ def _console(command: str, output: str) -> str:
 # The story
 # --------------------------------------------------------------------------------------------
 
+#: docs/review.md's session: its first line, then each command (``{}``: the ids printed before).
+REVIEW_SCOPE = f"export POWERCONTEXT_SCOPE_ID={SCOPE}"
+REVIEW_CAPTURE = """python - <<'EOF'
+import os
+from powercontext_runtime.client import PowerContextClient
+with PowerContextClient() as pc:
+    pc.capture_content_source(scope_id=os.environ["POWERCONTEXT_SCOPE_ID"],
+                              source_id="task-result/run-42", content="make openapi; CI passed")
+EOF"""
+_PRINTED_ID = re.compile(r"\b(?:cand|exp)_[0-9a-f]{20}\b")
+
+
+def _page_block(page: str, heading: str) -> list[str]:
+    """The lines of the first ``sh`` block under ``heading`` (a whole heading line)."""
+    text = (ROOT / page).read_text("utf-8")
+    found = re.search(rf"^{re.escape(heading)}\n.*?^```sh\n(.*?)^```$", text, re.M | re.S)
+    if found is None:
+        raise SampleError(f"{page} has no sh block under {heading!r}")
+    return found[1].splitlines()
+
+
+def _page_json(page: str, name: str) -> str:
+    """The JSON block a page shows right after the line ```name`:``."""
+    text = (ROOT / page).read_text("utf-8")
+    found = re.search(rf"^`{re.escape(name)}`:\n\n```json\n(.*?)^```$", text, re.M | re.S)
+    if found is None:
+        raise SampleError(f"{page} shows no `{name}`")
+    return found[1]
+
+
+def _review_session(world: World) -> str:
+    """Run docs/review.md's command-line session as a user types it: each command in a shell
+    that first runs the block's ``export`` line, in ``~/shop`` (``experience.json`` there is the
+    page's own); returns the block: the commands as run."""
+    (world.repo / "experience.json").write_text(_page_json("docs/review.md", "experience.json"))
+    shown = [REVIEW_SCOPE]
+
+    def run(command: str) -> str:
+        shown.append(command)
+        return world.sh(f"{REVIEW_SCOPE}\n{command}", env=world.env()).stdout
+
+    def printed(output: str, prefix: str) -> str:
+        ids = [found for found in _PRINTED_ID.findall(output) if found.startswith(prefix)]
+        if not ids:
+            raise SampleError(f"no {prefix}… id in:\n{output}")
+        return ids[0]
+
+    run(REVIEW_CAPTURE)
+    candidate = printed(
+        run(
+            'powercontext experience propose --situation "Changing a route" '
+            '--action "Ran make openapi" \\\n'
+            '    --outcome "CI passed" --lesson "Regenerate the OpenAPI document" '
+            "--source-ref task-result/run-42"
+        ),
+        "cand_",
+    )
+    if candidate not in run("powercontext candidate list                      # the inbox"):
+        raise SampleError("the inbox does not list the proposal")
+    run(f"powercontext candidate show {candidate} --version 1")
+    revise = f"powercontext candidate revise {candidate} --expected-version 1"
+    run(revise + " --proposal @experience.json")
+    experience = printed(
+        run(f"powercontext candidate approve {candidate} --expected-version 2"), "exp_"
+    )
+    run("powercontext experience list                     # approved, current heads")
+    run(f"powercontext experience get {experience} --revision 1")
+    skill = printed(
+        run(
+            'echo "Run make release." | powercontext skill propose --name ship-it '
+            '--instructions - \\\n    --validation "CI is green" --source-ref task-result/run-42'
+        ),
+        "cand_",
+    )
+    run(f'powercontext candidate reject {skill} --expected-version 1 --reason "too general"')
+    if run("powercontext skill list").strip() != "no approved Skills":
+        raise SampleError("the rejected Skill was listed")
+    return "\n".join(shown) + "\n"
+
 
 def _story(world: World) -> dict[str, str]:
     """Run the story; returns every sample, not yet normalised."""
@@ -363,17 +443,16 @@ def _story(world: World) -> dict[str, str]:
         assert daemon is not None
         s["serve-ready"] = ready
 
-        # README "Use it"
-        for remember in (
-            "--kind convention 'Run make lint before pushing'",
-            "--kind decision --tag persistence '修改数据库持久化逻辑前先跑契约测试'",
-        ):
-            world.sh(f"powercontext memory remember {remember}", env=scoped)
-        s["context-prepare"] = world.sh(
-            "powercontext context prepare "
-            "'I am changing the persistence layer, what should I know?'",
-            env=scoped,
-        ).stdout
+        # README "Use it", as written: each command in a shell that first runs the block's
+        # `export` line; the lines with placeholders (`mem_ent_…`) cannot run as they stand
+        export, *commands = _page_block("README.md", "## Use it")
+        if export.split("#")[0].strip() != f"export POWERCONTEXT_SCOPE_ID={SCOPE}":
+            raise SampleError(f"README's Use it starts with {export!r}, the story needs {SCOPE}")
+        for command in commands:
+            if "…" not in command:
+                done = world.sh(f"{export}\n{command}", env=world.env()).stdout
+                if command.startswith("powercontext context prepare "):
+                    s["context-prepare"] = done
         s["context-pack"] = world.sh(
             "powercontext context prepare 'run make lint before pushing'", env=scoped
         ).stdout
@@ -398,11 +477,8 @@ def _story(world: World) -> dict[str, str]:
         s["handoff-commit"] = commit
         s["handoff-commit-next"] = commit + waiting
 
-        # docs/review.md
-        with PowerContextClient(daemon.url, token=daemon.token) as client:
-            client.capture_content_source(
-                scope_id=SCOPE, source_id="task-result/run-42", content="the release notes"
-            )
+        # docs/review.md (its session captures the source task-result/run-42 cited below)
+        s["review-cli"] = _review_session(world)
         proposed = world.sh(
             "powercontext skill propose --json "
             + shlex.join(

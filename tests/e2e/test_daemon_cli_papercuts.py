@@ -226,7 +226,8 @@ def test_errors_are_one_json_document_on_stderr_and_keep_their_exit_codes(
         "(candidate_conflict; expected_version=1, current_version=2)"
     )
     assert _text_error(done["stale_handoff_text"]) == (
-        "powercontext: the handoff head moved; re-read it and retry "
+        "powercontext: the scope's Handoff is at revision 1: pass --base 1 to continue it "
+        "(`powercontext handoff get --revision 1` shows it) "
         "(artifact_conflict; current=handoff:handoff:1)"
     )
     # docs/api.md shows these two very lines.

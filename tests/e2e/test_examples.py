@@ -176,6 +176,39 @@ def test_mcp_session_over_the_default_socket(examples_daemon: Daemon, tmp_path: 
     assert line(out, "approve with") == "approve with the agent token: capability_forbidden"
 
 
+def readme_commands() -> list[str]:
+    """Every ``powercontext …`` command examples/README.md tells a user to type (in backticks),
+    but those that start a daemon: a user runs them as written, with no scope set."""
+    readme = (EXAMPLES / "README.md").read_text("utf-8")
+    commands = re.findall(r"`((?:[A-Z_]+=\S+ )*powercontext [^`]+)`", readme)
+    return [command for command in commands if " serve" not in command]
+
+
+def test_the_readmes_commands_run_as_written_after_their_examples(
+    examples_daemon: Daemon, tmp_path: Path
+) -> None:
+    """The README's follow-up commands work as written, after the examples ran with their
+    default scopes (before: `powercontext candidate list` exited 2, no scope)."""
+    commands = readme_commands()
+    assert "powercontext candidate list --scope example:mcp" in commands, commands
+    env = {"POWERCONTEXT_HOME": str(examples_daemon.home), "POWERCONTEXT_URL": examples_daemon.url}
+    out = run_example("mcp_session", home=tmp_path / "home", env=env)
+    waiting = r"proposed (cand_\w+): pending, waits for review"
+    proposed = re.fullmatch(waiting, line(out, "proposed "))
+    assert proposed is not None
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("POWERCONTEXT_")}
+    clean.update(HOME=str(tmp_path / "home"), PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin")
+    clean.update(env)
+    for command in commands:
+        done = subprocess.run(
+            ["/bin/sh", "-c", command], env=clean, cwd=ROOT, capture_output=True, text=True,
+            timeout=RUN_TIMEOUT,
+        )  # fmt: skip
+        assert done.returncode == 0, (command, done.returncode, done.stderr[-2000:])
+        if command.startswith("powercontext candidate list"):
+            assert f"{proposed[1]} v1 experience pending" in done.stdout, done.stdout[-2000:]
+
+
 CONTRIBUTING = """\
 # Contributing to the shop
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from powercontext_runtime.serving.limits import MAX_PIPELINED
 from tests.support.daemon import Daemon, start_daemon
 from tests.support.slow_clients import Flood, trickle_until_closed
 
@@ -144,6 +145,33 @@ def test_deep_pipelining_is_cut_off(limited_daemon: Daemon) -> None:
     (before: every request of a read was queued, thousands per read); 8 are all answered."""
     assert _pipeline(limited_daemon, 8) == 8
     assert _pipeline(limited_daemon, 200) <= 17
+
+
+def test_a_pipeline_overflow_answers_the_queued_requests_and_closes_quietly(
+    limited_daemon: Daemon,
+) -> None:
+    """25 pipelined GETs (none asks to close): the one being answered and the 16 queued
+    behind it are answered, the last with ``Connection: close``, then the server closes the
+    connection; the daemon logs no exception. (Before: the connection was closed at once, so
+    not even the first request was answered, and the response being written to the closed
+    transport was logged as "Exception in ASGI application", a RuntimeError.)"""
+    request = b"GET /health/live HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    answered = b""
+    with socket.create_connection(("127.0.0.1", _port(limited_daemon)), timeout=BOUND_S) as sock:
+        sock.sendall(request * 25)
+        while chunk := sock.recv(65536):  # b"": the server closed it (a reset would raise)
+            answered += chunk
+    heads = [part.split(b"\r\n\r\n", 1)[0].lower() for part in answered.split(b"HTTP/1.1 ")[1:]]
+    assert len(heads) == 1 + MAX_PIPELINED, answered[-500:]
+    assert all(head.startswith(b"200 ok") for head in heads), heads
+    assert [b"connection: close" in head for head in heads] == [False] * MAX_PIPELINED + [True]
+    # A later request's access-log line: anything the overflow logged is written by then.
+    with limited_daemon.client() as client:
+        after = client.get("/health/live")
+    log = limited_daemon.log_text_with(after.headers["x-request-id"])
+    assert after.headers["x-request-id"] in log
+    assert "Exception in ASGI application" not in log and "Traceback" not in log
+    assert '"level":"error"' not in log, [line for line in log.splitlines() if "error" in line]
 
 
 def _limit_files(limit: int) -> None:

@@ -35,6 +35,7 @@ from powercontext_runtime.store.activity import _RANGED, DAY_MS, ActivityStore
 from powercontext_runtime.store.recall_counts import RecallLedger
 from powercontext_runtime.store.schema import (
     bootstrap_receipts,
+    flush_runs,
     memory_revisions,
     recall_counts,
     sources,
@@ -48,6 +49,9 @@ EMPTY = "git:example.com/acme/empty"
 EVERYTHING = Principal.unrestricted()
 PACKS = PackCounts(scope="daemon", since="2025-01-01T00:00:00.000Z", counts=[])
 PROMPT = "remember: the nightly build publishes to the staging bucket"
+#: A fixed mid-day instant (2026-06-15 12:00 UTC): Activity tests count days from it, never
+#: from the real clock, so no run crosses midnight between writing a row and counting it.
+NOON = 20_619 * DAY_MS + DAY_MS // 2
 TAG = ["bootstrap-context"]
 
 
@@ -137,10 +141,10 @@ def test_receipts_are_listed_without_content_or_ids(runtime: Runtime) -> None:
     assert [(r.state, r.mine) for r in seen.receipts] == [("pending", False), ("injected", True)]
     receipt = seen.receipts[1]
     assert receipt.integration == "codex" and receipt.lifecycle == "startup"
-    assert receipt.content_bytes == claimed.content_bytes and receipt.pack_digest
+    assert receipt.content_bytes == claimed.content_bytes and receipt.withheld == 0
     assert [i.citation for i in receipt.items] == [i.citation for i in claimed.items]
     dumped = json.dumps([r.model_dump() for r in seen.receipts])
-    assert secret not in dumped
+    assert secret not in dumped and "digest" not in dumped
     for receipt_id in (claimed.receipt.receipt_id, pending.receipt.receipt_id):
         assert receipt_id not in dumped
     assert overview(runtime, receipts=1).receipts[0].state == "pending"
@@ -169,16 +173,20 @@ def test_activity_counts_by_day_and_never_content(runtime: Runtime) -> None:
     )
     remember(runtime, "another scope's entry", scope=LIB)
     boot(runtime, "session-1")
-    # Move a capture, a write and a receipt to "yesterday", and one capture out of the window.
-    with runtime.db.read() as conn:
-        day = conn.execute(sources.select().where(sources.c.position == 1)).first().created_at
-    now = day + 3600_000
+    # Everything happened at NOON, a fixed mid-day instant, and "now" is an hour later, on the
+    # same day whenever the suite runs (before: the real clock, so a run after 23:00 UTC put
+    # "now" on the next day). Then move a capture and a write to "yesterday", and one capture
+    # out of the window.
+    day, now = NOON, NOON + 3600_000
     with runtime.db.engine.begin() as conn:
-        conn.execute(update(sources).where(sources.c.position == 2)
+        for table in (sources, memory_revisions, flush_runs, bootstrap_receipts):
+            conn.execute(update(table).where(table.c.scope_id == SCOPE).values(created_at=day))
+        conn.execute(update(sources).where(sources.c.scope_id == SCOPE, sources.c.position == 2)
                      .values(created_at=day - DAY_MS))  # fmt: skip
-        conn.execute(update(sources).where(sources.c.position == 3)
+        conn.execute(update(sources).where(sources.c.scope_id == SCOPE, sources.c.position == 3)
                      .values(created_at=day - 30 * DAY_MS))  # fmt: skip
-        conn.execute(update(memory_revisions).where(memory_revisions.c.revision == 1)
+        conn.execute(update(memory_revisions).where(memory_revisions.c.scope_id == SCOPE,
+                                                    memory_revisions.c.revision == 1)
                      .values(created_at=day - DAY_MS))  # fmt: skip
     seen = activity(runtime, now, days=7)
     assert len(seen.days) == 7 and seen.days[-1].day > seen.days[0].day

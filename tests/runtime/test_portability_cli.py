@@ -25,6 +25,7 @@ from powercontext_runtime.store.schema import flush_runs, memory_versions
 from tests.support.backends import database_url_for
 from tests.support.realistic_scope import packs, populate
 
+ROOT = Path(__file__).resolve().parents[2]
 SHOP = "git:example.com/acme/shop"
 LIB = "git:example.com/acme/lib"
 
@@ -96,10 +97,18 @@ def test_bad_arguments_and_files(
     error = json.loads(stderr)["error"]
     assert error["code"] == "import_unsupported_version"
     assert error["details"] == {"line": 1, "field": "version", "supported": [1, 2]}
+    # The unknown scope is named as typed, counted from 1 like the command line (not by a
+    # 0-based index), and the message says which scopes the database has.
     code, _, stderr = run(
-        capsys, "export", "--data-dir", str(home), "--scope", "nope", "-o", str(tmp_path / "x")
+        capsys, "export", "--data-dir", str(home), "--scope", LIB, "--scope", f"{SHOP}s",
+        "-o", str(tmp_path / "x"),
+    )  # fmt: skip
+    assert code == 1
+    assert stderr == (
+        f"powercontext: --scope number 2 ('{SHOP}s') names no scope of this database; it has 2: "
+        f"'{LIB}', '{SHOP}' (scope_not_found; scope_number=2, scopes_in_database=2)\n"
     )
-    assert code == 1 and "(scope_not_found; scope_index=0)" in stderr and "nope" not in stderr
+    assert stderr in (ROOT / "docs" / "portability.md").read_text(encoding="utf-8")
     assert not (tmp_path / "x").exists()
     code, _, stderr = run(
         capsys, "export", "--data-dir", str(tmp_path / "empty"), "-o", str(tmp_path / "y")

@@ -12,7 +12,7 @@ from ..contract.capabilities import AGENT_CAPABILITIES, ALL_CAPABILITIES
 from ..contract.common import check_scope_pattern
 from ..errors import PowerContextError
 from ..settings import Settings, read_token_file
-from .output import compaction_pending, emit
+from .output import compaction_pending, emit, visible
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def _token_create(args: argparse.Namespace) -> int:
         {"name": args.name, "token": secret, "scopes": args.scopes, "capabilities": capabilities},
         as_json=args.json,
         human=(
-            f"{secret}\n(shown once; grants: {', '.join(args.scopes)}; "
+            f"{secret}\n(shown once; grants: {', '.join(visible(s) for s in args.scopes)}; "
             f"may: {', '.join(capabilities)})"
         ),
     )
@@ -152,7 +152,8 @@ def _token_list(args: argparse.Namespace) -> int:
     ]
     human = (
         "\n".join(
-            f"{r['name']}  {', '.join(r['scopes'])}  [{', '.join(r['capabilities'])}]"
+            f"{visible(r['name'])}  {', '.join(visible(s) for s in r['scopes'])}  "
+            f"[{', '.join(r['capabilities'])}]"
             f"{'  (revoked)' if r['revoked'] else ''}"
             for r in rows
         )
@@ -168,7 +169,11 @@ def _token_revoke(args: argparse.Namespace) -> int:
         runtime.tokens.revoke(args.name)
     finally:
         runtime.close()
-    emit({"name": args.name, "revoked": True}, as_json=args.json, human=f"revoked {args.name}")
+    emit(
+        {"name": args.name, "revoked": True},
+        as_json=args.json,
+        human=f"revoked {visible(args.name)}",
+    )
     return 0
 
 
@@ -260,6 +265,7 @@ def _doctor(args: argparse.Namespace) -> int:
         checks.append({"check": name, "ok": ok, "detail": detail})
 
     settings = Settings.load(home=args.home, database_url=args.database_url)
+    from ..files import UnsafeDataDirError
     from ..store.database import NotWritableError  # the database stack loads only here
 
     try:
@@ -279,6 +285,11 @@ def _doctor(args: argparse.Namespace) -> int:
     except NotWritableError as exc:
         check("database", True, "reachable")
         check("writes", False, exc.message)
+    except UnsafeDataDirError as exc:
+        # Nothing else is checked: the token file and the socket there may be someone else's,
+        # and a token given with --token must not be sent to their socket.
+        check("data_dir", False, exc.message)
+        return _doctor_report(checks, as_json=args.json)
     except PowerContextError as exc:
         check("database", False, exc.message)
     # The client is imported here, as in ``output.scoped_client``: httpx (and, through it,
@@ -307,7 +318,13 @@ def _doctor(args: argparse.Namespace) -> int:
                     else (f" (no token given and {settings.token_file} is missing)")
                 )
                 check("token", False, exc.message + hint)
+    return _doctor_report(checks, as_json=args.json)
+
+
+def _doctor_report(checks: list[dict[str, object]], *, as_json: bool) -> int:
     ok = all(c["ok"] for c in checks)
-    human = "\n".join(f"{'ok ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}" for c in checks)
-    emit({"ok": ok, "checks": checks}, as_json=args.json, human=human)
+    human = "\n".join(
+        f"{'ok ' if c['ok'] else 'FAIL'} {c['check']}: {visible(str(c['detail']))}" for c in checks
+    )
+    emit({"ok": ok, "checks": checks}, as_json=as_json, human=human)
     return 0 if ok else 1

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any
 
-from .output import emit, json_argument, scoped_client
+from ..errors import ConflictError
+from .output import emit, json_argument, json_text, scoped_client, visible
 from .schemas import handoff_epilog
 
 
@@ -69,17 +69,39 @@ def handoff_ref(revision: int) -> dict[str, Any]:
 def _commit(args: argparse.Namespace) -> int:
     base = None if args.base is None else handoff_ref(args.base)
     with scoped_client(args) as client:
-        result = client.commit_handoff(
-            scope_id=args.scope,
-            base=base,
-            content=json_argument(args.content, "CONTENT"),
-            deliver_next_session=args.deliver,
-        )
+        try:
+            result = client.commit_handoff(
+                scope_id=args.scope,
+                base=base,
+                content=json_argument(args.content, "CONTENT"),
+                deliver_next_session=args.deliver,
+            )
+        except ConflictError as exc:
+            raise _stale_base(exc) from None
     human = f"handoff revision {result.reference.revision}"
     if result.queued:
         human += _QUEUED_NOTE
     emit(result.model_dump(mode="json", by_alias=True), as_json=args.json, human=human)
     return 0
+
+
+def _stale_base(exc: ConflictError) -> ConflictError:
+    """A stale ``--base`` refused by the runtime, with the command-line fix spelled out: the
+    code and details stay the runtime's (``current`` names the head, or is null)."""
+    if exc.code != "artifact_conflict":
+        return exc
+    current = (exc.details or {}).get("current")
+    if isinstance(current, dict) and isinstance(current.get("revision"), int):
+        revision = current["revision"]
+        hint = (
+            f"the scope's Handoff is at revision {revision}: pass --base {revision} to "
+            f"continue it (`powercontext handoff get --revision {revision}` shows it)"
+        )
+    elif current is None:
+        hint = "the scope has no Handoff yet: omit --base to commit the first revision"
+    else:
+        return exc
+    return ConflictError(hint, code=exc.code, details=exc.details)
 
 
 #: What a queued revision means for the user (docs/bootstrap.md, "Handing off to the next
@@ -113,7 +135,7 @@ def _get(args: argparse.Namespace) -> int:
     with scoped_client(args) as client:
         result = client.get_handoff(scope_id=args.scope, artifact=handoff_ref(args.revision))
     data = result.model_dump(mode="json", by_alias=True)
-    emit(data, as_json=args.json, human=json.dumps(data["content"], ensure_ascii=False, indent=2))
+    emit(data, as_json=args.json, human=json_text(data["content"], indent=2))
     return 0
 
 
@@ -126,9 +148,13 @@ def _refs_set(args: argparse.Namespace) -> int:
     emit(
         result,
         as_json=args.json,
-        human=f"version {result.version}: " + (", ".join(result.references) or "(none)"),
+        human=_references(result.version, result.references),
     )
     return 0
+
+
+def _references(version: int, references: list[str]) -> str:
+    return f"version {version}: " + (", ".join(visible(r) for r in references) or "(none)")
 
 
 def _refs_get(args: argparse.Namespace) -> int:
@@ -137,6 +163,6 @@ def _refs_get(args: argparse.Namespace) -> int:
     emit(
         result,
         as_json=args.json,
-        human=f"version {result.version}: " + (", ".join(result.references) or "(none)"),
+        human=_references(result.version, result.references),
     )
     return 0

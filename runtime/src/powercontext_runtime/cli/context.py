@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from .bootstrap import handoff_ref
-from .output import emit, scoped_client
+from .output import emit, scoped_client, visible
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
@@ -45,7 +45,11 @@ def _prepare(args: argparse.Namespace) -> int:
         pack = client.prepare_context(
             scope_id=args.scope, query=args.query, max_bytes=args.max_bytes
         )
-    human = pack.content if pack.content is not None else "(empty: nothing relevant)"
+    human = (
+        visible(pack.content, multiline=True)
+        if pack.content is not None
+        else "(empty: nothing relevant)"
+    )
     emit(pack.model_dump(mode="json", by_alias=True), as_json=args.json, human=human)
     return 0
 
@@ -63,6 +67,10 @@ def _bootstrap(args: argparse.Namespace) -> int:
         fields["handoff_ref"] = handoff_ref(args.handoff_revision)
     with scoped_client(args) as client:
         pack = client.bootstrap_context(**fields)
-    human = pack.content if pack.content is not None else f"({pack.status}: nothing curated)"
+    human = (
+        visible(pack.content, multiline=True)
+        if pack.content is not None
+        else f"({visible(pack.status)}: nothing curated)"
+    )
     emit(pack.model_dump(mode="json", by_alias=True), as_json=args.json, human=human)
     return 0

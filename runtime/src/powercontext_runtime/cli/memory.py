@@ -8,7 +8,14 @@ from typing import Any
 
 from ..contract.common import MemoryCitation, MemoryRef
 from ..contract.memory import MemoryEntry, SearchMemoryResponse
-from .output import emit, read_stdin, scoped_client
+from .output import emit, read_stdin, scoped_client, visible, visible_block
+
+#: Kinds are an open set (spec 02): any 1..128 characters; these are the conventional ones.
+KNOWN_KINDS = ("fact", "preference", "decision", "constraint", "convention", "working_note")
+_KIND_HELP = (
+    "the entry's kind: free-form, any 1..128 characters (not checked against a list); "
+    "conventional kinds: " + ", ".join(KNOWN_KINDS)
+)
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
@@ -31,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
     p = verb("remember", "add an entry")
     p.add_argument("text", help="the entry's text ('-' reads standard input)")
-    p.add_argument("--kind", default="fact")
+    p.add_argument("--kind", default="fact", help=_KIND_HELP + " (default: fact)")
     p.add_argument("--tag", action="append", default=[], dest="tags")
     p.add_argument("--reason")
     p.add_argument("--expected-revision", type=int)
@@ -55,7 +62,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p = verb("revise", "write a new version of an entry")
     cited(p)
     p.add_argument("--text", help="new text ('-' reads standard input)")
-    p.add_argument("--kind")
+    p.add_argument("--kind", help=_KIND_HELP)
     p.add_argument("--tag", action="append", dest="tags", help="replace the tags (repeatable)")
     p.add_argument("--reason")
     p.set_defaults(handler=_revise)
@@ -94,12 +101,17 @@ def _citation(args: argparse.Namespace) -> MemoryCitation:
 
 
 def _describe(entry: MemoryEntry) -> str:
+    """The entry's header and citation, then its text indented under them (every line of it,
+    so no line of a stored text can pass for another entry's header)."""
     c = entry.citation
-    tags = f" [{', '.join(entry.tags)}]" if entry.tags else ""
-    return (
-        f"{c.entry_id} v{entry.version} ({entry.kind}, {entry.state}){tags}\n"
-        f"  cite: --revision {c.memory_ref.revision} --entry-id {c.entry_id} "
-        f"--version-id {c.entry_version_id}\n  {entry.text}"
+    tags = f" [{', '.join(visible(tag) for tag in entry.tags)}]" if entry.tags else ""
+    return "\n".join(
+        [
+            f"{visible(c.entry_id)} v{entry.version} ({visible(entry.kind)}, {entry.state}){tags}",
+            f"  cite: --revision {c.memory_ref.revision} --entry-id {visible(c.entry_id)} "
+            f"--version-id {visible(c.entry_version_id)}",
+            *visible_block(entry.text, "  "),
+        ]
     )
 
 
@@ -129,9 +141,11 @@ def _search(args: argparse.Namespace) -> int:
         result: SearchMemoryResponse = client.search_memory(
             scope_id=args.scope, query=args.query, limit=args.limit
         )
-    lines = [f"{hit.score:.3f}  {hit.citation.entry_id}  {hit.text}" for hit in result.hits] or [
-        "no matching entries"
-    ]
+    # One line per hit: a newline in the text is shown as \n, like every other hidden character.
+    lines = [
+        f"{hit.score:.3f}  {visible(hit.citation.entry_id)}  {visible(hit.text)}"
+        for hit in result.hits
+    ] or ["no matching entries"]
     emit(result, as_json=args.json, human="\n".join(lines))
     return 0
 
@@ -148,7 +162,7 @@ def _list(args: argparse.Namespace) -> int:
         result = client.list_memory_entries(**fields)
     lines = [_describe(entry) for entry in result.entries] or ["no entries"]
     if result.next_cursor:
-        lines.append(f"more: --cursor {result.next_cursor}")
+        lines.append(f"more: --cursor {visible(result.next_cursor)}")
     emit(result, as_json=args.json, human="\n".join(lines))
     return 0
 
@@ -194,7 +208,8 @@ def _changes(args: argparse.Namespace) -> int:
             scope_id=args.scope, since_revision=args.since, limit=args.limit
         )
     lines = [
-        f"r{c.revision} {c.operation} {c.entry_id} {c.entry_version_id} {c.created_at}"
+        f"r{c.revision} {c.operation} {visible(c.entry_id)} {visible(c.entry_version_id)} "
+        f"{c.created_at}"
         for c in result.changes
     ] or ["no changes"]
     emit(result, as_json=args.json, human="\n".join(lines))

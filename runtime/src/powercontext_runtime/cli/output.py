@@ -11,6 +11,12 @@ Streams and exit codes (spec 01; the contract is written out in docs/api.md § T
 Errors always go to stderr, never to stdout: one line ``powercontext: …`` for people, and with
 ``--json`` exactly one JSON document on one line, the HTTP API's error envelope
 ``{"error": {"code", "message", "details"}}`` (``usage_error`` for exit 2).
+
+What the terminal shows is what is stored (docs/security.md): stored, agent-written and
+server-returned text reaches a terminal only through :func:`visible`, which shows control,
+invisible-formatting and separator characters as escapes (``\\x1b``, ``\\u202e``) instead of
+letting the terminal act on them. :func:`emit` and the error writers escape whatever a formatter
+left (a backstop), and ``--json`` output escapes the same characters the JSON way (``\\u009b``).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import argparse
 import json
 import os
 import sys
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -76,13 +83,13 @@ def wants_json(argv: Sequence[str]) -> bool:
 def emit(value: BaseModel | dict[str, Any] | list[Any], *, as_json: bool, human: str) -> None:
     if as_json:
         data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(json_text(data, indent=2) + "\n")
     else:
-        sys.stdout.write(human.rstrip("\n") + "\n")
+        sys.stdout.write(_backstop(human.rstrip("\n"), multiline=True) + "\n")
 
 
 def fail(message: str) -> int:
-    sys.stderr.write(f"powercontext: {message}\n")
+    sys.stderr.write(f"powercontext: {visible(message)}\n")
     return 1
 
 
@@ -90,9 +97,10 @@ def report_error(code: str, message: str, details: dict[str, Any] | None, *, as_
     """One error on stderr: the envelope as one JSON line, or ``powercontext: …`` for people."""
     if as_json:
         envelope = {"error": {"code": code, "message": message, "details": details}}
-        sys.stderr.write(json.dumps(envelope, ensure_ascii=False, separators=(",", ":")) + "\n")
+        sys.stderr.write(json_text(envelope) + "\n")
     else:
-        sys.stderr.write(f"powercontext: {_human_error(code, message, details)}\n")
+        line = _backstop(_human_error(code, message, details), multiline=False)
+        sys.stderr.write(f"powercontext: {line}\n")
 
 
 def operation_failed(
@@ -110,40 +118,143 @@ def usage_failed(exc: UsageError, *, as_json: bool) -> NoReturn:
             details["usage"] = exc.usage
         report_error(USAGE_ERROR, exc.message, details or None, as_json=True)
     elif exc.prog is not None:  # argparse's own format: the usage, then "prog: error: …"
-        sys.stderr.write(f"{exc.usage}\n{exc.prog}: error: {exc.message}\n")
+        usage = _backstop(exc.usage or "", multiline=True)
+        sys.stderr.write(f"{usage}\n{exc.prog}: error: {visible(exc.message)}\n")
     else:
-        sys.stderr.write(f"powercontext: {exc.message}\n")
+        sys.stderr.write(f"powercontext: {visible(exc.message)}\n")
     raise SystemExit(2)
 
 
 def _human_error(code: str, message: str, details: dict[str, Any] | None) -> str:
     """``message (code)`` plus the details on the same line: validation errors as
-    ``field: message``, anything else as ``key=value`` (an artifact as ``family:id:revision``)."""
+    ``field: message``, anything else as ``key=value`` (an artifact as ``family:id:revision``).
+    Everything in it may come from the server, so every part is shown with :func:`visible`."""
+    head = f"{visible(message)} ({visible(code)}"
     if not details:
-        return f"{message} ({code})"
+        return f"{head})"
     errors = details.get("errors")
     if isinstance(errors, list) and errors:
         parts = []
         for error in errors[:_MAX_HUMAN_ERRORS]:
             if not isinstance(error, dict):
-                parts.append(str(error))
+                parts.append(_compact(error))
                 continue
             loc = [str(part) for part in error.get("loc", [])]
             if loc and loc[0] == "body":
                 loc = loc[1:]
-            parts.append(f"{'.'.join(loc) or 'body'}: {error.get('msg', 'invalid value')}")
+            where = visible(".".join(loc) or "body")
+            parts.append(f"{where}: {visible(str(error.get('msg', 'invalid value')))}")
         more = len(errors) - _MAX_HUMAN_ERRORS
-        return f"{message} ({code}): " + "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
-    pairs = ", ".join(f"{key}={_compact(value)}" for key, value in details.items())
-    return f"{message} ({code}; {pairs})"
+        return f"{head}): " + "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+    pairs = ", ".join(f"{visible(str(key))}={_compact(value)}" for key, value in details.items())
+    return f"{head}; {pairs})"
 
 
 def _compact(value: Any) -> str:
+    """A detail or list item on one line, shown with :func:`visible`."""
     if isinstance(value, dict) and set(value) == {"family", "artifact_id", "revision"}:
         return artifact_text(value)
     if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return visible(value)
+    return json_text(value)
+
+
+# -- what the terminal shows -----------------------------------------------------------------
+
+#: Unicode categories a terminal acts on or hides instead of showing: controls (Cc: C0 such as
+#: ESC, BEL, CR; DEL; C1 such as CSI U+009B and NEL U+0085), invisible formatting (Cf: bidi
+#: overrides and isolates, LRM/RLM, ALM, zero-width characters, tag characters), line and
+#: paragraph separators (Zl, Zp) and lone surrogates (Cs, which UTF-8 cannot even encode).
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+#: Format characters that shape the visible text around them rather than hide or reorder it:
+#: ZWNJ and ZWJ (Persian and Indic words, emoji sequences) are shown as they are.
+_SHAPING = frozenset("\u200c\u200d")
+_NAMED_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+#: After a backslash, what would make it read as the start of an escape: such a backslash is
+#: shown doubled (``\\\\``); any other backslash is shown as itself.
+_ESCAPE_LETTERS = frozenset("\\xuUntr")
+
+
+def _hidden(ch: str, multiline: bool) -> bool:
+    """Whether ``ch`` is shown as an escape (``\\n`` only where the text is one line)."""
+    if ch.isprintable():  # letters, digits, punctuation, CJK, emoji, ordinary spaces
+        return False
+    if ch == "\n":
+        return not multiline
+    return ch not in _SHAPING and unicodedata.category(ch) in _HIDDEN_CATEGORIES
+
+
+def _escape(ch: str) -> str:
+    """``\\t \\n \\r``, else ``\\xHH`` (C0, DEL, C1), ``\\uHHHH`` or ``\\UHHHHHHHH``."""
+    named = _NAMED_ESCAPES.get(ch)
+    if named is not None:
+        return named
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def visible(text: str, *, multiline: bool = False) -> str:
+    """``text`` as a terminal must show untrusted text: exactly what is stored, nothing it acts on.
+
+    Every character a terminal would act on or hide (see ``_HIDDEN_CATEGORIES``) becomes an
+    escape, so ``…| sh\\r\\x1b[2K  action: …`` shows the carriage return and the erase-line
+    sequence instead of performing them; a newline stays a line break only with ``multiline``.
+    A backslash is shown as itself unless what follows could read as an escape (``\\``, ``x``,
+    ``u``, ``U``, ``n``, ``t``, ``r`` or an escaped character): then it is doubled. So ``\\\\``
+    is always one stored backslash and ``\\x1b`` always one stored ESC, while ``C:\\dev`` or
+    ``\\d+`` read as typed.
+    """
+    if text.isprintable() and "\\" not in text:
+        return text
+    shown = []
+    for index, ch in enumerate(text):
+        if ch == "\\":
+            after = text[index + 1 : index + 2]
+            doubled = after != "" and (after in _ESCAPE_LETTERS or _hidden(after, multiline))
+            shown.append("\\\\" if doubled else "\\")
+        elif _hidden(ch, multiline):
+            shown.append(_escape(ch))
+        else:
+            shown.append(ch)
+    return "".join(shown)
+
+
+def visible_block(text: str, indent: str) -> list[str]:
+    """Multi-line untrusted text as lines under ``indent``: split only at ``\\n`` (a carriage
+    return, form feed or U+2028 is shown, never taken as a line break), each line
+    :func:`visible`, so no line of it can pass for the output's own structure."""
+    return [f"{indent}{visible(line)}".rstrip() for line in text.split("\n")]
+
+
+def _backstop(text: str, *, multiline: bool) -> str:
+    """Escape whatever hidden character a formatter left in ``text`` (every formatter passes
+    untrusted text through :func:`visible`, so this changes nothing unless one forgot).
+    Backslashes are left alone: the text is already shown text, not stored text."""
+    if text.isprintable():
+        return text
+    return "".join(_escape(ch) if _hidden(ch, multiline) else ch for ch in text)
+
+
+def json_text(data: Any, *, indent: int | None = None) -> str:
+    """JSON for ``--json``: the exact document, with every character :func:`visible` would
+    escape written as a JSON ``\\u`` escape (JSON itself escapes only C0), so a C1 CSI or a
+    bidi override in a stored string cannot act on a terminal either; parsers read the same
+    strings. One line without ``indent``."""
+    separators = (",", ":") if indent is None else None
+    text = json.dumps(data, ensure_ascii=False, indent=indent, separators=separators)
+    if text.replace("\n", "").isprintable():
+        return text
+    return "".join(_json_escape(ch) if _hidden(ch, True) else ch for ch in text)
+
+
+def _json_escape(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def compaction_pending(backend: str) -> str:
@@ -160,29 +271,32 @@ def compaction_pending(backend: str) -> str:
 
 
 def artifact_text(ref: BaseModel | dict[str, Any]) -> str:
-    """An artifact reference as the CLI takes it: ``FAMILY:ID:REVISION``."""
+    """An artifact reference as the CLI takes it: ``FAMILY:ID:REVISION`` (shown)."""
     data = ref.model_dump(mode="json") if isinstance(ref, BaseModel) else ref
-    return f"{data['family']}:{data['artifact_id']}:{data['revision']}"
+    return visible(f"{data['family']}:{data['artifact_id']}:{data['revision']}")
 
 
 def field_lines(key: str, value: Any, indent: str = "  ") -> list[str]:
     """One field for people: a list one item per line (``- item``), multi-line text indented
-    under its key, JSON for anything else that is not text."""
+    under its key, JSON for anything else that is not text; all of it :func:`visible`."""
     inner = indent + "  "
+    key = visible(key)
     if isinstance(value, list):
         if not value:
             return [f"{indent}{key}: (none)"]
         lines = [f"{indent}{key}:"]
         for item in value:
-            text = item if isinstance(item, str) else _compact(item)
-            first, *rest = text.splitlines() or [""]
-            lines.append(f"{inner}- {first}")
-            lines += [f"{inner}  {line}".rstrip() for line in rest]
+            if isinstance(item, str):
+                first, *rest = item.split("\n")
+                lines.append(f"{inner}- {visible(first)}".rstrip())
+                lines += visible_block("\n".join(rest), f"{inner}  ") if rest else []
+            else:
+                lines.append(f"{inner}- {_compact(item)}")
         return lines
     if isinstance(value, str):
         if "\n" in value.strip("\n"):
-            return [f"{indent}{key}:", *(f"{inner}{line}".rstrip() for line in value.splitlines())]
-        return [f"{indent}{key}: {value}"]
+            return [f"{indent}{key}:", *visible_block(value, inner)]
+        return [f"{indent}{key}: {visible(value)}"]
     return [f"{indent}{key}: {_compact(value)}"]
 
 
@@ -236,13 +350,25 @@ def json_argument(value: str, what: str) -> Any:
         text = read_file(value[1:], what)
     else:
         text = value
+    from ..contract.common import json_depth
+    from ..contract.limits import JSON_MAX_DEPTH
+
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(
             f"{what} must be JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
             details={"argument": what},
         ) from None
+    except RecursionError:
+        value = None  # refused below, like a value that parsed but nests too deeply
+    else:
+        if json_depth(value, JSON_MAX_DEPTH) <= JSON_MAX_DEPTH:
+            return value
+    raise UsageError(
+        f"{what} must be JSON nested at most {JSON_MAX_DEPTH} levels deep",
+        details={"argument": what},
+    )
 
 
 # -- clients ---------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import ConflictError, NotFoundError, UnavailableError
 from ..settings import Settings
-from .output import UsageError, compaction_pending, emit
+from .output import UsageError, compaction_pending, emit, visible
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -226,13 +226,13 @@ def _export(args: argparse.Namespace) -> int:
         "bytes": summary.bytes,
     }
     human = (
-        f"exported {len(summary.scopes):,} scope(s) to {args.output}: "
+        f"exported {len(summary.scopes):,} scope(s) to {visible(str(args.output))}: "
         f"{_counts_text(summary.counts)} ({summary.bytes:,} bytes)"
     )
     if to_stdout:
         # Standard output is the export itself: the summary goes to stderr, or nowhere.
         if not args.json:
-            sys.stderr.write(human.replace(f" to {args.output}", "") + "\n")
+            sys.stderr.write(human.replace(f" to {visible(str(args.output))}", "") + "\n")
         return 0
     emit(result, as_json=args.json, human=human)
     return 0
@@ -334,7 +334,8 @@ def _backup(args: argparse.Namespace) -> int:
         },
         as_json=args.json,
         human=(
-            f"backed up {settings.sqlite_file} to {result.path} ({result.bytes:,} bytes; "
+            f"backed up {visible(str(settings.sqlite_file))} to {visible(str(result.path))} "
+            f"({result.bytes:,} bytes; "
             f"integrity check ok; {result.scopes:,} scope(s) with memory, "
             f"{result.memory_entries:,} memory entries)"
         ),
@@ -396,13 +397,15 @@ def _migrate(args: argparse.Namespace) -> int:
     again = f" ({report.identical:,} were already there, identical)" if report.identical else ""
     human = "\n".join(
         [
-            f"migrated {report.imported:,} of {report.scopes:,} scope(s) to {shown}{again}",
+            f"migrated {report.imported:,} of {report.scopes:,} scope(s) to {visible(shown)}"
+            + again,
             f"  {_counts_text(report.counts)}",
             f"  export {seconds['export']:.1f} s, check {seconds['check']:.1f} s, "
             f"import {seconds['import']:.1f} s, verify {seconds['verify']:.1f} s",
             f"verified: counts match; {report.records_verified:,} scope(s) with identical "
             f"records; {report.packs_compared:,} sampled packs identical",
-            f"next: powercontext serve --database-url '{shown}'  (tokens were not copied: "
+            f"next: powercontext serve --database-url '{visible(shown)}'  (tokens were not "
+            "copied: "
             "create them there with `powercontext token create`)",
         ]
     )

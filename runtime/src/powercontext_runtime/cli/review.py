@@ -15,6 +15,7 @@ from .output import (
     json_argument,
     read_stdin,
     scoped_client,
+    visible,
 )
 from .schemas import experience_epilog, revise_epilog, skill_epilog
 
@@ -166,7 +167,7 @@ def _artifact_ref(text: str) -> dict[str, Any]:
     family, _, rest = text.partition(":")
     artifact_id, _, revision = rest.rpartition(":")
     if not (family and artifact_id and revision.isdigit()):
-        raise UsageError(f"expected FAMILY:ID:REVISION, got {text!r}", details={"value": text})
+        raise UsageError(f"expected FAMILY:ID:REVISION, got '{text}'", details={"value": text})
     return {"family": family, "artifact_id": artifact_id, "revision": int(revision)}
 
 
@@ -183,15 +184,15 @@ def content_lines(family: str, content: dict[str, Any], indent: str = "  ") -> l
 
 def evidence_lines(source_refs: list[Any], artifact_refs: list[Any]) -> list[str]:
     lines = ["  evidence:"]
-    lines += [f"    source {ref.source_id} ({ref.name})" for ref in source_refs]
+    lines += [f"    source {visible(ref.source_id)} ({visible(ref.name)})" for ref in source_refs]
     lines += [f"    artifact {artifact_text(ref)}" for ref in artifact_refs]
     return lines if len(lines) > 1 else ["  evidence: (none)"]
 
 
 def _describe(candidate: Candidate) -> str:
     c = candidate
-    lines = [f"{c.candidate_id} v{c.version} {c.family} {c.status}"]
-    lines.append(f"  created {c.created_at}, updated {c.updated_at}")
+    lines = [f"{visible(c.candidate_id)} v{c.version} {c.family} {c.status}"]
+    lines.append(f"  created {visible(c.created_at)}, updated {visible(c.updated_at)}")
     if c.target:
         lines.append(f"  modifies {artifact_text(c.target)}")
     if c.result_artifact:
@@ -215,7 +216,7 @@ def _list(args: argparse.Namespace) -> int:
         result = client.list_artifact_candidates(**fields)
     blocks = [_describe(c) for c in result.candidates] or [f"no {args.status} candidates"]
     if result.next_cursor:
-        blocks.append(f"more: --cursor {result.next_cursor}")
+        blocks.append(f"more: --cursor {visible(result.next_cursor)}")
     emit(result, as_json=args.json, human="\n\n".join(blocks))
     return 0
 
@@ -303,7 +304,7 @@ def _get(args: argparse.Namespace) -> int:
 
 def _describe_artifact(family: str, artifact: Any) -> str:
     ref = artifact.reference
-    lines = [f"{family} {ref.artifact_id} r{ref.revision}"]
+    lines = [f"{family} {visible(ref.artifact_id)} r{ref.revision}"]
     lines += content_lines(family, artifact.content.model_dump())
     lines += evidence_lines(artifact.source_refs, artifact.artifact_refs)
     return "\n".join(lines)
@@ -323,6 +324,6 @@ def _list_artifacts(args: argparse.Namespace) -> int:
     noun = "Experience" if args.family == "experience" else "Skills"
     blocks = [_describe_artifact(args.family, item) for item in items] or [f"no approved {noun}"]
     if result.next_cursor:
-        blocks.append(f"more: --cursor {result.next_cursor}")
+        blocks.append(f"more: --cursor {visible(result.next_cursor)}")
     emit(result, as_json=args.json, human="\n\n".join(blocks))
     return 0

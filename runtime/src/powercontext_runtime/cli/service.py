@@ -24,7 +24,7 @@ from pathlib import Path
 from ..errors import PowerContextError
 from ..files import write_private_file
 from ..settings import Settings
-from .output import emit
+from .output import emit, visible
 
 __all__ = ["ServicePlan", "add_parsers", "launchd_plist", "plan_for", "systemd_unit"]
 
@@ -156,7 +156,15 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.set_defaults(handler=_install)
     p = verbs.add_parser("uninstall", help="stop it and remove the unit", parents=[common])
     p.set_defaults(handler=_uninstall)
-    p = verbs.add_parser("status", help="is it installed and running?", parents=[common])
+    p = verbs.add_parser(
+        "status",
+        help="is the unit installed and running, and does a daemon answer?",
+        description="Report the service unit (installed? running?) and whether a daemon "
+        "answers at --url (default: the data dir's socket), which it may do without the unit "
+        "(`powercontext serve`). Exit 0 only when the unit is installed and running.",
+        parents=[common],
+    )
+    p.add_argument("--data-dir", dest="home", help="data directory (POWERCONTEXT_HOME)")
     p.set_defaults(handler=_status)
 
 
@@ -258,11 +266,38 @@ def _uninstall(args: argparse.Namespace) -> int:
     return 0
 
 
+def _daemon_answers(args: argparse.Namespace, settings: Settings) -> tuple[bool, str]:
+    """Whether a daemon answers at the URL the other commands would use (it may run without
+    the unit: ``powercontext serve`` in a terminal, another service manager)."""
+    from ..client import PowerContextClient  # httpx loads only for this verb
+    from ..client._common import default_url
+
+    url = args.url or default_url(home=settings.home)
+    with PowerContextClient(url, token=None) as client:
+        try:
+            client.get_readiness()
+        except PowerContextError:
+            return False, client.url
+        return True, client.url
+
+
 def _status(args: argparse.Namespace) -> int:
     platform = current_platform()
-    plan = plan_for(_settings(args), platform, dict(os.environ))
+    settings = _settings(args)
+    plan = plan_for(settings, platform, dict(os.environ))
     installed = plan.path.exists()
     running, detail = _run(_manager(platform, plan, "status")) if installed else (False, "-")
+    answers, url = _daemon_answers(args, settings)
+    if not installed:
+        unit = "not installed (`powercontext service install` adds it)"
+    elif running:
+        unit = "installed, running"
+    else:
+        unit = f"installed, not running ({detail})"
+    if answers:
+        daemon = f"answers at {url}" + ("" if running else " (not started by the service unit)")
+    else:
+        daemon = f"no answer at {url}"
     emit(
         {
             "platform": platform,
@@ -270,12 +305,13 @@ def _status(args: argparse.Namespace) -> int:
             "installed": installed,
             "running": running,
             "detail": detail,
+            "daemon": {"url": url, "answers": answers},
         },
         as_json=args.json,
         human=(
-            f"{platform} unit: {plan.path} ({'installed' if installed else 'not installed'})\n"
-            f"running: {'yes' if running else 'no'}"
-            + ("" if running or not installed else f" ({detail})")
+            f"service unit ({platform}): {unit}\n"
+            f"  {visible(str(plan.path))}\n"
+            f"daemon: {visible(daemon)}"
         ),
     )
     return 0 if installed and running else 1

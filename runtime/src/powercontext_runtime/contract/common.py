@@ -20,6 +20,7 @@ __all__ = [
     "SourceRef",
     "StrictModel",
     "check_scope_pattern",
+    "json_depth",
 ]
 
 
@@ -135,6 +136,29 @@ class SourceRef(StrictModel):
 
     name: Literal["content"]
     source_id: SourceId
+
+
+def json_depth(value: Any, limit: int) -> int:
+    """How deeply ``value`` (parsed JSON) nests lists and objects, counted up to ``limit + 1``.
+
+    Iterative, so it cannot overflow the stack on the very input it is there to refuse, and
+    it stops as soon as the answer is over ``limit``.
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def dump(model: BaseModel) -> dict[str, Any]:

@@ -11,6 +11,13 @@ MAX_EVIDENCE_REFS = 32
 SOURCE_ID_MAX_CHARS = 256
 SOURCE_CONTENT_MAX_CHARS = 200_000
 SOURCE_METADATA_MAX_BYTES = 16_384
+# Deepest nesting of a captured source's metadata (an object in an object … counts a level
+# each): the responses' serialiser stops at 255 levels and Python's parsers near 1000, so a
+# deeper value would be accepted but could never be read back.
+SOURCE_METADATA_MAX_DEPTH = 64
+# Deepest nesting of any JSON a user file or argument brings in (an export line, a CLI
+# ``@FILE``): deeper is refused as invalid input before anything recursive walks it.
+JSON_MAX_DEPTH = 256
 QUERY_MAX_CHARS = 8192
 SEARCH_LIMIT_MAX = 50
 SEARCH_LIMIT_DEFAULT = 10

@@ -18,6 +18,7 @@ from .common import (
     SourceId,
     SourceRef,
     StrictModel,
+    json_depth,
 )
 
 __all__ = [
@@ -262,6 +263,11 @@ class MemoryChanges(StrictModel):
 
 
 def _check_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    if json_depth(value, limits.SOURCE_METADATA_MAX_DEPTH) > limits.SOURCE_METADATA_MAX_DEPTH:
+        # Checked first: the encoding below recurses, and get_source could not answer it.
+        raise ValueError(
+            f"metadata must nest at most {limits.SOURCE_METADATA_MAX_DEPTH} levels deep"
+        )
     try:
         encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:

@@ -3,9 +3,9 @@
 One read snapshot covers the whole export, so it is consistent while a daemon keeps writing
 (what is committed after the export started is not in it; tests/e2e/test_portability_daemon.py
 exports while a daemon writes). Derived data — the full-text index, document frequencies,
-vectors — is left out and rebuilt by the import; so are tokens (and the console key, which is a
-file), bootstrap receipts, which belong to a token and expire, and recall counts, which
-describe one daemon (docs/decisions/portability.md lists every table;
+vectors — is left out and rebuilt by the import; so are tokens and the web console's sessions
+(access, not data), bootstrap receipts, which belong to a token and expire, and recall counts,
+which describe one daemon (docs/decisions/portability.md lists every table;
 tests/runtime/test_portability.py fails for a table it does not).
 """
 
@@ -402,14 +402,29 @@ def resolve_scopes(conn: Connection, wanted: Sequence[str] | None) -> list[str]:
     if not wanted:
         return present
     known = set(present)
-    for index, scope in enumerate(wanted):
+    for number, scope in enumerate(wanted, start=1):
         if scope not in known:
+            # The caller opened the database itself (no token narrows what it may see), so
+            # naming the scopes the database has reveals nothing it could not read anyway.
             raise NotFoundError(
-                f"--scope number {index + 1} names no scope of this database",
+                f"--scope number {number} ('{scope}') names no scope of this database; "
+                + _scopes_text(present),
                 code="scope_not_found",
-                details={"scope_index": index},
+                details={"scope_number": number, "scopes_in_database": len(present)},
             )
     return byte_order(wanted)
+
+
+_SHOWN_SCOPES = 10
+
+
+def _scopes_text(present: Sequence[str]) -> str:
+    """The database's scopes for an error message: the first ten in byte order, then a count."""
+    if not present:
+        return "it has no scopes yet"
+    shown = ", ".join(f"'{scope}'" for scope in present[:_SHOWN_SCOPES])
+    more = len(present) - _SHOWN_SCOPES
+    return f"it has {len(present)}: {shown}" + (f" and {more} more" if more > 0 else "")
 
 
 def export(

@@ -33,6 +33,8 @@ from typing import IO, Any
 import msgspec
 from sqlalchemy import Connection, Table, func, insert, select
 
+from ..contract.common import json_depth
+from ..contract.limits import JSON_MAX_DEPTH
 from ..errors import ConflictError
 from ..store._records import canonical_json
 from ..store._sqlite import sqlite_driver
@@ -143,13 +145,30 @@ def _parse(raw: bytes, number: int) -> Any:
     if raw in (b"\n", b"\r\n"):
         raise ExportFormatError(f"line {number}: an empty line", details={"line": number})
     try:
-        return _DECODE(raw)
+        record = _DECODE(raw)
     except msgspec.DecodeError as exc:
         # msgspec's message names the problem and a byte offset, never the input itself.
         raise ExportFormatError(
             f"line {number}: not valid JSON ({exc}): a damaged or truncated file",
             details={"line": number},
         ) from None
+    except RecursionError:
+        raise _too_deep(number) from None
+    # Bounded here, well below the interpreter's recursion limit, so that no check or write
+    # after this (all of them recursive) can overflow on a line the decoder let through.
+    # Counting brackets first keeps the walk off all but lines that could be that deep.
+    brackets = raw.count(b"[") + raw.count(b"{")
+    if brackets > JSON_MAX_DEPTH and json_depth(record, JSON_MAX_DEPTH) > JSON_MAX_DEPTH:
+        raise _too_deep(number)
+    return record
+
+
+def _too_deep(number: int) -> ExportFormatError:
+    return ExportFormatError(
+        f"line {number}: JSON nested more than {JSON_MAX_DEPTH} levels deep: not an export "
+        "this runtime wrote",
+        details={"line": number},
+    )
 
 
 #: msgspec: about four times faster than ``json.loads`` on these lines, and stricter (a lone

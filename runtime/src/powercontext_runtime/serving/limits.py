@@ -35,7 +35,9 @@ per connection and per process (each worker counts its own):
   within milliseconds — is never the oldest waiting connection for long. (An attacker that
   connects and sends nothing at all is told from a real client only by age.)
 * **pipelining** — at most :data:`MAX_PIPELINED` requests queued behind the one being
-  answered; more closes the connection (one read could otherwise queue thousands).
+  answered (one read could otherwise queue thousands). The request over that is dropped
+  unanswered and nothing more is read: the queued ones are answered, the last of them with
+  ``Connection: close``, and the connection closes.
 * **local peers** — on Linux a unix-socket peer whose uid is not the daemon's is closed at once
   (``SO_PEERCRED``). The socket file is already 0600 in a 0700 directory; this keeps that true
   if someone loosens the permissions or points ``POWERCONTEXT_SOCKET`` at a shared folder.
@@ -63,7 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 import httptools
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 if TYPE_CHECKING:
     from uvicorn.server import ServerState
@@ -299,6 +301,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._closed_here = False
         self._overflowed = False
         self._heard = False
+        self._running: RequestResponseCycle | None = None  # the request being answered
 
     # -- connection ------------------------------------------------------------------------
 
@@ -322,6 +325,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._forget()
+        self._disconnect_cycles()
         super().connection_lost(exc)
 
     def unread(self) -> Unread:
@@ -375,13 +379,46 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         except httptools.HttpParserError:
             if self._overflowed:
                 self._count("pipeline_overflow")
-                self._finish(None)
+                self._answer_queued_then_close()
                 return
             self._count("bad_request")
             reply = None
             if self._heads == self._answered:
                 reply = _reply(400, "invalid_request", "the request is not valid HTTP/1.1")
             self._finish(reply)
+
+    def _answer_queued_then_close(self) -> None:
+        """After a pipeline overflow: drop the request over the limit, read nothing more, and
+        close once the requests already queued are answered (the last with
+        ``Connection: close``) — closing at once would cut off the response being written."""
+        self._closed_here = True  # ignore further input; the budget still counts it till closed
+        self._cancel(self._body_timer)  # armed for the dropped request
+        self._body_timer = None
+        self.pipeline.popleft()  # the newest: the one over the limit, never started
+        if self.pipeline:
+            self.cycle = self.pipeline[0][0]
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.keep_alive = False
+        else:
+            self._finish(None)
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        self._running = cycle
+        super()._start_asgi_task(cycle, app)
+
+    def _disconnect_cycles(self) -> None:
+        """Tell every unfinished request of this connection that its client is gone.
+
+        uvicorn tells only the newest one; with pipelined requests the one the application
+        is answering is an older one, whose response would then be written to a closed
+        transport (a ``RuntimeError`` logged as "Exception in ASGI application"). Marked
+        disconnected, its ``send`` is a no-op and the application finishes quietly.
+        """
+        cycles = [self._running, self.cycle, *(cycle for cycle, _ in self.pipeline)]
+        for cycle in cycles:
+            if cycle is not None and not cycle.response_complete:
+                cycle.disconnected = True
+                cycle.message_event.set()
 
     # -- parser callbacks ------------------------------------------------------------------
 
@@ -465,6 +502,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         that does not read must not keep the descriptor)."""
         self._closed_here = True
         self._forget()
+        self._disconnect_cycles()
         transport = self.transport
         if transport.is_closing():
             return

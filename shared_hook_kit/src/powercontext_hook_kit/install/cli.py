@@ -8,7 +8,6 @@ the plugin's :class:`.HostIntegration`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -16,6 +15,7 @@ from typing import Any, Literal
 
 from ..runner import HOOK_NAMES
 from ..scope import ScopeError, bind, explain_scope, unbind
+from ..terminal import json_text, visible
 from .doctor import DOCTOR_PROMPT
 from .host_cli import find_executable
 from .integration import HostIntegration, InstallContext
@@ -125,7 +125,7 @@ def _context(
 
 
 def _print_json(document: Any) -> None:
-    print(json.dumps(document, indent=2, ensure_ascii=False))
+    print(json_text(document, indent=2))
 
 
 def _run_bind(options: argparse.Namespace) -> ExitCode:
@@ -154,7 +154,7 @@ def _run_bind(options: argparse.Namespace) -> ExitCode:
     if options.json:
         _print_json(result)
     else:
-        print(f"bind: {message}")
+        print(f"bind: {visible(message)}")
     return 0
 
 
@@ -173,6 +173,8 @@ def _run_scope(integration: HostIntegration, options: argparse.Namespace) -> Exi
     if options.json:
         _print_json({"scope_id": scope, "source": source, "cwd": cwd})
     else:
+        # Alone on a line for `--scope "$(… scope)"`: a scope id has no hidden character
+        # (the scope rules refuse them), and a backslash in it must stay single.
         print(scope)
     return 0
 
@@ -221,11 +223,11 @@ def run_plugin_cli(integration: HostIntegration, argv: Sequence[str] | None = No
                 )
             else:
                 for check in checks:
-                    print(check.line())
+                    print(visible(check.line()))
                 if log:
                     print("     last diagnostic lines:")
                     for line in log:
-                        print(f"       {line}")
+                        print(f"       {visible(line)}")
             return 1 if failed else 0
         report = (
             integration.install(ctx) if options.verb == "install" else integration.uninstall(ctx)
@@ -233,10 +235,10 @@ def run_plugin_cli(integration: HostIntegration, argv: Sequence[str] | None = No
         if options.json:
             _print_json(report.to_json())
         else:
-            print(report.render())
+            print(visible(report.render(), multiline=True))
         return 0
     except InstallError as exc:
         if getattr(options, "json", False):
             _print_json({"host": integration.host, "error": str(exc)})
-        print(f"{integration.script}: error: {exc}", file=sys.stderr)
+        print(f"{integration.script}: error: {visible(str(exc))}", file=sys.stderr)
         return 1
