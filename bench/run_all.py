@@ -16,7 +16,8 @@ work cannot disturb the SQLite figures):
    and scope, so the two P3 figures come from the same data without loading it twice;
 3. ``hook_latency.py`` (P1, the hook run as ``install`` registers it from a venv holding only
    the hook kit and the Codex plugin: see :func:`plugin_venv`), ``bootstrap_latency.py`` (P5),
-   ``recall_quality.py`` (Q1);
+   ``recall_quality.py`` (Q1), ``locomo.py`` (Q2, LoCoMo dev split in process; not in
+   ``--smoke``, and not a summary row yet: its block carries Q2's verdicts);
 4. a fresh seekdb server (``tools/seekdb.py``) for each of ``prepare_latency.py --database-url
    … --sizes 100000 --bulk-load`` (P6 prepare) and ``write_scaling.py --database-url … --sizes
    1000,100000 --bulk-load`` (P6 remember ratio). Both fill seekdb with ``powercontext import``
@@ -221,6 +222,11 @@ def run_sqlite_steps(plan: Plan) -> list[StepResult]:
         # No --smoke: the committed dev set is small and its full run takes seconds.
         run_step("recall_quality", "recall_quality.py", [] if plan.smoke else plan.common),
     ]
+    if not plan.smoke:
+        # Q2 (LoCoMo dev split, ≈ 1 min; skips itself when ../shared/data/locomo is absent).
+        # Not in --smoke: the data is not in the repository; its smoke test builds a tiny
+        # LoCoMo-shaped file instead (tests/bench/test_locomo_smoke.py).
+        results.append(run_step("locomo", "locomo.py", plan.common))
     return results
 
 
@@ -406,6 +412,18 @@ def recall(field_name: str, counts: str, ok: str) -> Picker:
     return pick
 
 
+def locomo_target(what: str) -> Picker:
+    """A row of locomo.py's own ``targets`` list (spec 08 Q2), by what it measures."""
+
+    def pick(report: dict[str, Any]) -> Measure:
+        row = next(r for r in report["targets"] if r["what"] == what)
+        if row["measured"] is None:
+            raise ValueError(f"{what} was not measured")
+        return Measure(float(row["measured"]), "", bool(row["ok"]), True)
+
+    return pick
+
+
 BUDGETS: tuple[Budget, ...] = (
     Budget("P1.p50", "P1", "UserPromptSubmit hook, whole process, p50 (N = 10k)", "≤ 80 ms",
            "hook_latency", "hook-latency", script_row("hook.wall_p50")),
@@ -450,6 +468,16 @@ BUDGETS: tuple[Budget, ...] = (
     Budget("Q1.unrelated", "Q1", "unrelated queries answered `empty`", "≥ 90 %",
            "recall_quality", "recall-quality",
            recall("unrelated_empty", "unrelated_empty", "unrelated_ok")),
+    Budget("Q2.lexical.hit", "Q2", "LoCoMo dev split, lexical search hit@10", "≥ 0.65",
+           "locomo", "locomo", locomo_target("lexical hit@10")),
+    Budget("Q2.lexical.pack", "Q2", "LoCoMo dev split, lexical pack hit", "≥ 0.62",
+           "locomo", "locomo", locomo_target("lexical pack hit")),
+    Budget("Q2.lexical.precision", "Q2", "LoCoMo dev split, lexical pack precision", "≥ 0.15",
+           "locomo", "locomo", locomo_target("lexical pack precision")),
+    Budget("Q2.hybrid.hit", "Q2", "LoCoMo dev split, hybrid search hit@10", "≥ 0.70",
+           "locomo", "locomo", locomo_target("hybrid hit@10")),
+    Budget("Q2.hybrid.mrr", "Q2", "LoCoMo dev split, hybrid MRR (at least lexical's)",
+           "≥ lexical", "locomo", "locomo", locomo_target("hybrid MRR")),
     Budget("X1.export", "X1", "export, SQLite, slowest of N = 20k and 100k (issue 19)",
            "≥ 5,000 entries/s", PORTABILITY, "portability", script_row("export.rate")),
     Budget("X2.import", "X2", "import of an export, SQLite, slowest of N = 20k and 100k",
@@ -463,7 +491,7 @@ BUDGETS: tuple[Budget, ...] = (
 
 def _shown(measure: Measure) -> str:
     """The measured cell, with the context that makes it checkable (counts, sizes)."""
-    digits = {"ms": 2, "MiB": 1, "req/s": 1, "%": 1, "entries/s": 0, "s": 1}.get(measure.unit, 2)
+    digits = {"ms": 2, "MiB": 1, "req/s": 1, "%": 1, "entries/s": 0, "s": 1}.get(measure.unit, 3)
     value = f"{measure.value:,.{digits}f}" + (f" {measure.unit}" if measure.unit else "")
     return f"{value} ({measure.detail})" if measure.detail else value
 

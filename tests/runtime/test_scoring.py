@@ -143,6 +143,21 @@ def test_common_terms_are_not_used_for_retrieval_when_rare_ones_exist() -> None:
     assert plan.retrieval_terms == ("qfixtur",)
 
 
+def test_a_name_in_most_of_the_scope_does_not_spend_the_retrieval_budget_alone() -> None:
+    """A conversation: one speaker's name is in 339 of 419 turns. Having no general-language
+    probability, the name is the query's most "contentful" term; retrieval must still start
+    from the rare terms, or the candidates are just the newest 256 turns naming her and the
+    turn that answers (an old one) is never scored (issue 33: LoCoMo hit@10 0.613 -> 0.567)."""
+    terms = query_terms("When did Caroline give a speech at a school?")
+    frequencies = {"qcarolin": 339, "qspeech": 3, "qschool": 11}
+    assert set(frequencies) <= set(terms)
+    plan = plan_query(terms, 419, {t: frequencies[t] for t in terms if t in frequencies})
+    assert plan is not None
+    assert plan.retrieval_terms[:2] == ("qspeech", "qschool")
+    assert "qcarolin" not in plan.retrieval_terms  # 339 > what the budget has left
+    assert plan.weights["qcarolin"] > 0  # still counts in the ranking of what is retrieved
+
+
 def test_the_readme_demo_scope() -> None:
     demo = PROJECT[:2]  # the two entries the README stores
     assert admitted(demo, "I am changing the persistence layer, what should I know?") == [1]
