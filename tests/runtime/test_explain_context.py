@@ -25,6 +25,7 @@ from powercontext_runtime.contract.review import (
     ApproveCandidateRequest,
     ProposeExperienceRequest,
 )
+from powercontext_runtime.search.analyzer import query_terms
 from powercontext_runtime.services.auth import Principal
 from powercontext_runtime.services.explain import explain
 
@@ -230,3 +231,46 @@ def test_http_explain_needs_read_and_counts_no_pack(api: TestClient) -> None:
 def test_explain_takes_exactly_prepare_contexts_request(api: TestClient, max_bytes: int) -> None:
     request = {"scope_id": SCOPE, "query": "q", "max_bytes": max_bytes}
     assert api.post("/v1/context/explain", json=request).status_code == 422
+
+
+CUTOFF_TEXTS = (
+    "The staging database is reset every night by the reset-staging job; keep no test data there.",
+    "The invoice service writes to its own Postgres database.",
+    "Feature flags live in LaunchDarkly; staging has its own project.",
+)
+
+
+def test_a_short_prompt_s_pack_leaves_out_hits_far_below_the_best(runtime: Runtime) -> None:
+    """Issue 33: a hit the search admitted but scoring under half the best one is noise in a
+    short prompt's pack; explain names it. A long prompt (several topics) keeps such hits."""
+    strong, weak, _ = (remember(runtime, text) for text in CUTOFF_TEXTS)
+    short = "when is the staging database reset?"
+    found = runtime.memory.find(SCOPE, query_terms(short), 16).hits
+    scores = {hit.entry_id: hit.score for hit in found}
+    assert scores[weak.citation.entry_id] < 0.5 * scores[strong.citation.entry_id]
+    pack = prepare(runtime, query=short)
+    cited = [item["citation"]["entry_id"] for item in pack_items(pack.content)]
+    assert cited == [strong.citation.entry_id]
+    why = explained(runtime, query=short)
+    assert why.pack.content == pack.content
+    outcomes = {c.citation.get("entry_id"): c.outcome for c in why.candidates}
+    assert outcomes[weak.citation.entry_id] == "below_relative_cutoff"
+    assert outcomes[strong.citation.entry_id] == "taken"
+
+    long = (
+        "Before the quarterly review I am writing the onboarding page on the staging database: "
+        "when it is reset, which reset-staging job resets it every night, why nobody may keep "
+        "test data there, and who to ask when the nightly reset fails; also mention the "
+        "invoice service."
+    )
+    assert len(query_terms(long)) > 20
+    long_found = runtime.memory.find(SCOPE, query_terms(long), 16).hits
+    assert [h.entry_id for h in long_found][:2] == [
+        strong.citation.entry_id,
+        weak.citation.entry_id,
+    ]
+    assert long_found[1].score < 0.5 * long_found[0].score  # kept all the same
+    long_cited = {
+        i["citation"]["entry_id"] for i in pack_items(prepare(runtime, query=long).content)
+    }
+    assert long_cited == {h.entry_id for h in long_found}

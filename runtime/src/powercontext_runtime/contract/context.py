@@ -42,6 +42,7 @@ Outcome = Literal[
     "beyond_item_limit",
     "beyond_candidate_limit",
     "below_floor",
+    "below_relative_cutoff",
     "vector_only_cap",
     "delivered_by_bootstrap",
 ]

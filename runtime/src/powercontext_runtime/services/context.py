@@ -48,6 +48,25 @@ class Prepared(NamedTuple):
 
 MEMORY_CANDIDATES = 16
 EXPERIENCE_CANDIDATES = 8
+#: A short prompt's pack keeps only the memory hits scoring at least this share of its best
+#: one: items far below the best are noise that fills the pack, not evidence (issue 33).
+#: Calibrated on the LoCoMo dev split and the coding dev set (docs/decisions/pack-admission.md):
+#: at 0.5 LoCoMo packs go from 7.0 to 4.7 items, precision 0.106 -> 0.146, pack hit 0.668 ->
+#: 0.629; the coding dev set keeps every hit (short 119/120, long 26/26).
+RELATIVE_CUTOFF = 0.5
+#: Prompts with more analysed terms than this are about several things at once: each part's
+#: entries score against the whole prompt, far below the best part's, and are kept.
+RELATIVE_CUTOFF_MAX_TERMS = 20
+
+
+def above_relative_cutoff(hits: list[FoundEntry], term_count: int) -> int:
+    """How many of ``hits`` (best first) a pack may take: those scoring at least
+    :data:`RELATIVE_CUTOFF` of the best, for a prompt of at most
+    :data:`RELATIVE_CUTOFF_MAX_TERMS` terms; all of them for a longer one."""
+    if term_count > RELATIVE_CUTOFF_MAX_TERMS or not hits:
+        return len(hits)
+    floor = RELATIVE_CUTOFF * max(hit.score for hit in hits)
+    return sum(1 for hit in hits if hit.score >= floor)
 
 
 @dataclass
@@ -60,6 +79,8 @@ class ContextTrace:
     experience: LexicalTrace = field(default_factory=LexicalTrace)
     head: int = 0
     memory_hits: list[FoundEntry] = field(default_factory=list)
+    #: Memory hits the search admitted but the relative cutoff kept out of the pack.
+    memory_cut: list[FoundEntry] = field(default_factory=list)
     experience_hits: list[ApprovedExperience] = field(default_factory=list)
     delivered: frozenset[str] = frozenset()
     decisions: list[ItemDecision] = field(default_factory=list)
@@ -144,6 +165,7 @@ class ContextService:
             )
             for found in approved
         ]
+        kept = above_relative_cutoff(result.hits, len(terms))
         hits = [
             MemoryHit(
                 revision=result.head,
@@ -151,14 +173,15 @@ class ContextService:
                 entry_version_id=hit.entry_version_id,
                 text=hit.text,
             )
-            for hit in result.hits
+            for hit in result.hits[:kept]
         ]
         if trace is None:
             pack = self._builder.build(hits, experience, req.max_bytes)
         else:  # the same loop, keeping its decision for each hit
             pack, trace.decisions = self._builder.explain(hits, experience, req.max_bytes)
             trace.head, trace.delivered = result.head, delivered
-            trace.memory_hits, trace.experience_hits = list(result.hits), approved
+            trace.memory_hits, trace.experience_hits = result.hits[:kept], approved
+            trace.memory_cut = result.hits[kept:]
         if pack.status == "ready":
             return pack, ""
         if hits or experience:

@@ -179,6 +179,19 @@ def _memory_candidates(
         )
     returned = {hit.entry_version_id for hit in trace.memory_hits}
     left: dict[str, ExplainedCandidate] = {}
+    for rank, hit in enumerate(trace.memory_cut, start=len(trace.memory_hits) + 1):
+        left[hit.entry_version_id] = ExplainedCandidate(
+            family="memory",
+            citation=_memory_citation(trace.head, hit.entry_id, hit.entry_version_id),
+            preview=_preview(hit.text),
+            stored_bytes=len(hit.text.encode("utf-8")),
+            matched_by=hit.matched_by,  # type: ignore[arg-type]
+            search_rank=rank,
+            score=hit.score,
+            lexical=_lexical(lexical, by_version.get(hit.entry_version_id)),
+            vector=vector_facts(hit.entry_version_id),
+            **_left_out("below_relative_cutoff", cleared=True),
+        )
 
     def leave(version_id: str, entry_id: str, text: str, details: dict[str, Any]) -> None:
         if version_id in returned or version_id in left:
