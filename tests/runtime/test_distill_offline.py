@@ -1,0 +1,387 @@
+"""The offline distiller's pure core (issue #31 item 3): each rule on small hand-made tasks,
+the cases it must stay silent on, determinism, contract limits, evidence and secrets.
+
+Quality over many sessions is measured by ``bench/distill_quality.py``; these tests pin the
+behaviour each rule promises in its docstring.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from powercontext_runtime.contract.review import ExperienceProposal
+from powercontext_runtime.distill import (
+    Change,
+    Check,
+    Lesson,
+    TaskInput,
+    propose_lessons,
+    same_lesson,
+    similar,
+)
+from powercontext_runtime.distill.commands import parse_command
+from powercontext_runtime.distill.failures import failure_of, looks_secret, normalise
+
+REF = "task-result/run_42"
+SESSIONS = Path(__file__).resolve().parents[2] / "bench" / "data" / "distill_sessions"
+
+PYTEST_FAIL = (
+    "E       sqlalchemy.exc.IntegrityError: UNIQUE constraint failed: users.email\n"
+    "tests/test_users.py:57: IntegrityError\n"
+    "FAILED tests/test_users.py::test_duplicate_email - sqlalchemy.exc.IntegrityError: "
+    "UNIQUE constraint failed\n1 failed, 13 passed in 0.91s"
+)
+
+
+def task(*checks: Check, changes: tuple[Change, ...] = (), outcome: str = "succeeded") -> TaskInput:
+    return TaskInput(goal="do it", outcome=outcome, changes=changes, checks=checks)  # type: ignore[arg-type]
+
+
+def fail(command: str, tail: str, status: int = 1) -> Check:
+    return Check(command, status, tail)
+
+
+def ok(command: str, tail: str = "") -> Check:
+    return Check(command, 0, tail)
+
+
+FIX = (Change("app/services/accounts.py", 12, 3),)
+
+
+# -- fail-then-pass ------------------------------------------------------------------------
+
+
+def test_fail_then_pass_names_the_failure_the_change_and_the_pass() -> None:
+    [lesson] = propose_lessons(
+        REF, task(fail("pytest tests/test_users.py", PYTEST_FAIL), ok("pytest"), changes=FIX)
+    )
+    assert lesson.rule == "fail-then-pass"
+    assert "IntegrityError in tests/test_users.py::test_duplicate_email" in lesson.situation
+    assert "`app/services/accounts.py`" in lesson.action
+    assert lesson.outcome == "`pytest` passed afterwards."
+    assert lesson.lesson.startswith("When `pytest tests/test_users.py` fails with IntegrityError")
+    assert lesson.evidence == (REF,)
+    assert lesson.signature == (
+        "fail-then-pass|pytest|integrityerror|tests/test_users.py::test_duplicate_email|"
+    )
+
+
+def test_fail_then_pass_ignores_verbosity_flags_wrappers_and_pipes() -> None:
+    checks = (
+        fail(
+            "cd api && .venv/bin/python -m pytest -q -x tests/test_users.py 2>&1 | tail",
+            PYTEST_FAIL,
+        ),
+        ok("pytest tests/test_users.py --tb=short"),
+    )
+    [lesson] = propose_lessons(REF, task(*checks, changes=FIX))
+    assert lesson.rule == "fail-then-pass"
+
+
+@pytest.mark.parametrize(
+    ("checks", "changes", "outcome", "why"),
+    [
+        ((fail("pytest", PYTEST_FAIL), ok("pytest")), (), "succeeded", "no change: flaky"),
+        ((fail("pytest", PYTEST_FAIL), ok("pytest")), FIX, "failed", "the task failed"),
+        ((fail("pytest", PYTEST_FAIL), ok("pytest")), FIX, "abandoned", "abandoned"),
+        ((fail("pytest", PYTEST_FAIL), fail("pytest", PYTEST_FAIL)), FIX, "succeeded", "no pass"),
+        ((fail("pytest", PYTEST_FAIL), ok("pytest -k duplicate")), FIX, "succeeded", "narrowed"),
+        ((fail("pytest", "something went wrong"), ok("pytest")), FIX, "succeeded", "no signature"),
+        (
+            (fail("pytest", PYTEST_FAIL), ok("pytest")),
+            (*FIX, Change("tests/test_users.py", 20, 0)),
+            "succeeded",
+            "the failing test itself was written in this task (TDD)",
+        ),
+        (
+            (
+                fail("python -c 'import app'", '  File "app/x.py", line 3\nSyntaxError: invalid'),
+                ok("python -c 'import app'"),
+            ),
+            FIX,
+            "succeeded",
+            "the agent's own syntax error",
+        ),
+        (
+            (
+                fail("go test ./...", "--- FAIL: TestParseDuration (0.00s)\nFAIL\tacme/cfg\t0.01s"),
+                ok("go test ./..."),
+            ),
+            (Change("cfg/duration.go", 4, 1),),
+            "succeeded",
+            "the test's name names the fix",
+        ),
+    ],
+)
+def test_fail_then_pass_stays_silent(checks, changes, outcome, why) -> None:
+    assert propose_lessons(REF, task(*checks, changes=changes, outcome=outcome)) == [], why
+
+
+def test_only_the_last_failure_before_the_pass_is_a_lesson() -> None:
+    other = PYTEST_FAIL.replace("test_duplicate_email", "test_case_insensitive")
+    checks = (
+        fail("pytest", PYTEST_FAIL),
+        fail("pytest", other),
+        ok("pytest"),
+    )
+    [lesson] = propose_lessons(REF, task(*checks, changes=FIX))
+    assert "test_case_insensitive" in lesson.signature
+
+
+# -- flags-changed -------------------------------------------------------------------------
+
+ERESOLVE = "npm error code ERESOLVE\nnpm error ERESOLVE unable to resolve dependency tree"
+
+
+def test_flags_changed_without_file_changes() -> None:
+    checks = (
+        fail("cargo test", "error[E0432]: unresolved import `crate::s3`", 101),
+        ok("cargo test --all-features"),
+    )
+    [lesson] = propose_lessons(REF, task(*checks))
+    assert lesson.rule == "flags-changed"
+    assert lesson.signature == "flags-changed|cargo test|+--all-features|-"
+    assert "`--all-features`" in lesson.lesson
+
+
+def test_flags_changed_with_changes_only_for_command_line_failures() -> None:
+    lock = (Change("package-lock.json", 300, 280),)
+    checks = (fail("npm install", ERESOLVE), ok("npm install --legacy-peer-deps"))
+    [lesson] = propose_lessons(REF, task(*checks, changes=lock))
+    assert lesson.rule == "flags-changed"
+    # a test failure fixed while files changed: the flags are not the explanation
+    checks = (fail("cargo test", "error[E0308]: mismatched types", 101), ok("cargo test --release"))
+    assert propose_lessons(REF, task(*checks, changes=FIX)) == []
+
+
+def test_flags_changed_not_when_another_command_ran_between() -> None:
+    checks = (fail("npm install", ERESOLVE), ok("npm cache clean --force"), ok("npm install -f"))
+    assert all(lesson.rule != "flags-changed" for lesson in propose_lessons(REF, task(*checks)))
+
+
+def test_a_credential_variable_is_named_never_valued() -> None:
+    checks = (
+        fail("pytest tests/test_billing.py", "E   KeyError: 'STRIPE_API_KEY'"),
+        ok("STRIPE_API_KEY=[REDACTED] pytest tests/test_billing.py"),
+    )
+    [lesson] = propose_lessons(REF, task(*checks))
+    assert "STRIPE_API_KEY=…" in lesson.lesson and "REDACTED" not in lesson.lesson
+    raw = (fail("pytest", "E   KeyError: 'DATABASE_URL'"),
+           ok("DATABASE_URL=postgresql://app:hunter2pw@db/app pytest"))  # fmt: skip
+    assert propose_lessons(REF, task(*raw)) == []
+
+
+# -- needs-prior-command -------------------------------------------------------------------
+
+NO_TABLE = "E   sqlite3.OperationalError: no such table: invoices\n1 error in 0.2s"
+
+
+def test_needs_prior_command() -> None:
+    checks = (fail("pytest", NO_TABLE), ok("git status"), ok("alembic upgrade head"), ok("pytest"))
+    [lesson] = propose_lessons(REF, task(*checks))
+    assert lesson.rule == "needs-prior-command"
+    assert lesson.lesson.startswith("Run `alembic upgrade head` before `pytest`")
+    assert lesson.signature == "needs-prior-command|alembic upgrade head|pytest|no such table"
+
+
+def test_needs_prior_command_with_changes_only_for_environment_failures() -> None:
+    missing = "E   ModuleNotFoundError: No module named 'pydantic_settings'"
+    checks = (fail("pytest", missing), ok("pip install -e ."), ok("pytest"))
+    [lesson] = propose_lessons(REF, task(*checks, changes=FIX))
+    assert lesson.rule == "needs-prior-command"
+    # an assertion failure, files changed, a command between: which one fixed it is unknown
+    checks = (fail("pytest", PYTEST_FAIL), ok("pip install -e ."), ok("pytest"))
+    [lesson] = propose_lessons(REF, task(*checks, changes=FIX))
+    assert lesson.rule == "fail-then-pass"
+
+
+def test_needs_prior_command_not_when_two_commands_ran_between() -> None:
+    checks = (fail("pytest", NO_TABLE), ok("make seed"), ok("alembic upgrade head"), ok("pytest"))
+    assert propose_lessons(REF, task(*checks)) == []
+
+
+def test_a_sleep_between_is_still_flakiness() -> None:
+    checks = (fail("pytest", "E   TimeoutError: job not picked up"), ok("sleep 5"), ok("pytest"))
+    assert propose_lessons(REF, task(*checks)) == []
+
+
+# -- regenerate-after-edit -----------------------------------------------------------------
+
+STALE = "FAILED tests/contract/test_openapi.py::test_schema_is_current - AssertionError: stale"
+
+
+def test_regenerate_after_edit() -> None:
+    changes = (Change("api/routes/orders.py", 20, 4), Change("openapi.json", 40, 2))
+    checks = (fail("pytest tests/contract", STALE), ok("make openapi"), ok("pytest tests/contract"))
+    [lesson] = propose_lessons(REF, task(*checks, changes=changes))
+    assert lesson.rule == "regenerate-after-edit"
+    assert lesson.signature == "regenerate-after-edit|make openapi|pytest"
+    assert lesson.lesson.startswith("After editing `api/routes/orders.py`, run `make openapi`")
+    assert "`openapi.json`" in lesson.lesson
+
+
+def test_regenerate_needs_generated_output_or_a_generator_input() -> None:
+    checks = (fail("pytest tests/contract", STALE), ok("make openapi"), ok("pytest tests/contract"))
+    only_code = (Change("api/routes/orders.py", 20, 4),)
+    lessons = propose_lessons(REF, task(*checks, changes=only_code))
+    assert all(lesson.rule != "regenerate-after-edit" for lesson in lessons)
+    ts = "src/a.ts(1,2): error TS2339: Property 'archivedAt' does not exist on type 'Project'."
+    schema = (Change("prisma/schema.prisma", 1, 0), Change("src/a.ts", 5, 1))
+    checks = (fail("npx tsc --noEmit", ts, 2), ok("npx prisma generate"), ok("npx tsc --noEmit"))
+    [lesson] = propose_lessons(REF, task(*checks, changes=schema))
+    assert lesson.signature == "regenerate-after-edit|prisma generate|tsc"
+    assert "`prisma/schema.prisma`" in lesson.situation
+
+
+def test_a_generator_without_a_failing_check_is_no_lesson() -> None:
+    changes = (Change("api/routes/orders.py", 20, 4), Change("openapi.json", 40, 2))
+    checks = (ok("make openapi"), ok("pytest tests/contract"))
+    assert propose_lessons(REF, task(*checks, changes=changes)) == []
+
+
+# -- properties ----------------------------------------------------------------------------
+
+
+def _fixture_tasks() -> list[tuple[str, TaskInput, str]]:
+    out = []
+    for path in sorted(SESSIONS.glob("*.json")):
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        out.append((raw["id"], TaskInput.from_mapping(raw["task"]), json.dumps(raw["task"])))
+    return out
+
+
+def test_deterministic_and_within_the_contract_on_every_fixture() -> None:
+    fixtures = _fixture_tasks()
+    assert len(fixtures) >= 30
+    for session_id, task_input, _ in fixtures:
+        ref = f"task-result/{session_id}"
+        lessons = propose_lessons(ref, task_input)
+        assert lessons == propose_lessons(ref, task_input)
+        assert len({lesson.signature for lesson in lessons}) == len(lessons)
+        for lesson in lessons:
+            ExperienceProposal.model_validate(lesson.proposal())  # the contract's own limits
+            assert lesson.evidence == (ref,)
+
+
+def test_never_a_secret_nor_a_verbatim_output_line() -> None:
+    planted = 0
+    for session_id, task_input, blob in _fixture_tasks():
+        sentinels = [w for w in blob.replace('"', " ").split() if "SENTINEL" in w]
+        planted += bool(sentinels) or "[REDACTED]" in blob
+        for lesson in propose_lessons(f"task-result/{session_id}", task_input):
+            for text in (*lesson.proposal().values(), lesson.signature):
+                assert not looks_secret(text), (session_id, text)
+                assert "SENTINEL" not in text and "REDACTED" not in text
+                for check in task_input.checks:
+                    for line in check.output_tail.splitlines():
+                        assert len(line.strip()) < 30 or line.strip() not in text
+    assert planted >= 3
+
+
+def test_a_lesson_is_dropped_rather_than_carrying_a_secret() -> None:
+    key = "sk-" + "a1B2c3D4" * 5
+    checks = (fail("pytest", f"E   ModuleNotFoundError: No module named '{key}'"),
+              ok("pip install -e ."), ok("pytest"))  # fmt: skip
+    for lesson in propose_lessons(REF, task(*checks)):
+        assert key not in json.dumps(lesson.proposal())
+
+
+def test_fields_are_cut_to_the_contract_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    from powercontext_runtime.distill import offline
+
+    # The contract's limits are read from ExperienceProposal, not copied ...
+    for field, limit in offline._FIELD_LIMITS.items():
+        assert limit == ExperienceProposal.model_fields[field].metadata[1].max_length
+    # ... and bounded inputs (paths <= 512, commands shown <= 160) stay far below them, so the
+    # cut is shown with a tiny limit.
+    monkeypatch.setitem(offline._FIELD_LIMITS, "action", 20)
+    [lesson] = propose_lessons(REF, task(fail("pytest", PYTEST_FAIL), ok("pytest"), changes=FIX))
+    assert len(lesson.action) == 20 and lesson.action.endswith("…")
+
+
+def test_task_ref_is_required() -> None:
+    with pytest.raises(ValueError):
+        propose_lessons("", task(ok("pytest")))
+
+
+def test_from_mapping_rejects_a_malformed_task() -> None:
+    with pytest.raises(ValueError):
+        TaskInput.from_mapping({"goal": "x", "outcome": "done"})
+    with pytest.raises(ValueError):
+        TaskInput.from_mapping(
+            {"goal": "x", "outcome": "failed", "checks": [{"command": "a", "exit_status": "1"}]}
+        )
+
+
+# -- signatures and matching ---------------------------------------------------------------
+
+
+def test_normalise_strips_numbers_paths_hex_and_timestamps() -> None:
+    assert normalise(
+        "/tmp/pytest-of-ci/pytest-7/x.py:12 at 0x7f3a2c1d9e50 2024-05-01T10:00:00Z"
+    ) == ("x.py:# at # #")
+    assert normalise("error[E0308] test_v2_api 12ms") == "error[e0308] test_v2_api #"
+
+
+def test_failure_signatures_per_tool() -> None:
+    go = failure_of("--- FAIL: TestParse (0.00s)\nFAIL\tgithub.com/a/b/cfg\t0.006s", 1)
+    assert go is not None and (go.test, go.package) == ("TestParse", "github.com/a/b/cfg")
+    rust = failure_of(
+        "test api::tests::rejects ... FAILED\nthread 'api::tests::rejects' panicked at", 101
+    )
+    assert rust is not None and (rust.kind, rust.test) == ("panic", "api::tests::rejects")
+    jest = failure_of(
+        "FAIL src/a.test.ts\n  ● Cart › total\n\n    expect(received).toBe(expected)", 1
+    )
+    assert jest is not None and jest.test == "Cart > total" and jest.kind == "expect().toBe"
+    assert failure_of("all good", 0) is None
+    cmd = failure_of("bash: protoc: command not found", 127)
+    assert cmd is not None and (cmd.kind, cmd.detail) == ("command not found", "protoc")
+
+
+def test_command_reduction() -> None:
+    a = parse_command("cd web && npx vitest run -q src/cart 2>&1 | tail -40")
+    assert (a.key, a.positionals) == ("vitest", ("run", "src/cart"))
+    b = parse_command("uv run python -m pytest -x --tb=short tests/ -k slow")
+    assert (b.key, b.positionals, b.selection, b.options) == (
+        "pytest",
+        ("tests/",),
+        ("-k", "slow"),
+        (),
+    )
+    assert parse_command("npm run build").key == parse_command("npm build").key == "npm build"
+    assert parse_command("npm run build").display == "npm run build"
+    assert parse_command("docker build --platform linux/amd64 .").positionals == (".",)
+    assert parse_command("pytest").covers(parse_command("pytest tests/test_a.py"))
+    assert not parse_command("pytest tests/test_a.py").covers(parse_command("pytest"))
+    assert parse_command("git status").inert and not parse_command("git stash").inert
+
+
+def _lesson(signature: str) -> Lesson:
+    return Lesson(signature.split("|", 1)[0], signature, "s", "a", "o", "l", (REF,))
+
+
+def test_similar_and_same_lesson() -> None:
+    a = _lesson("fail-then-pass|pytest|assertionerror|tests/test_a.py::test_x|")
+    b = _lesson("fail-then-pass|pytest|assertionerror|tests/test_a.py::test_y|")
+    c = _lesson("needs-prior-command|pytest|assertionerror|tests/test_a.py::test_x|")
+    assert similar(a, a) == 1.0 and same_lesson(a, a.signature)
+    assert 0 < similar(a, b) < 1.0 and not same_lesson(a, b)
+    assert similar(a, c) == 0.0
+
+
+def test_near_duplicate_sessions_share_a_signature() -> None:
+    lessons = {
+        session_id: propose_lessons(f"task-result/{session_id}", task_input)
+        for session_id, task_input, _ in _fixture_tasks()
+    }
+    pairs = [("s01-users-integrity", "s02-users-integrity-again"),
+             ("s03-openapi-orders", "s04-openapi-users"),
+             ("s15-vitest-npm-ci", "s16-vitest-npm-ci-again")]  # fmt: skip
+    for first, second in pairs:
+        [a], [b] = lessons[first], lessons[second]
+        assert same_lesson(a, b), (first, second)
+        assert a.lesson != b.lesson or first == second  # the wording may differ; the key not
