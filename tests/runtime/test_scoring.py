@@ -294,3 +294,32 @@ def test_ranking_from_distinct_terms_and_repeats_equals_ranking_whole_documents(
         return
     ranked = rank(plan, [document(rowid, terms) for rowid, terms in numbered])
     assert [(r.rowid, r.score) for r in ranked] == _reference_scores(plan, numbered)
+
+
+def test_the_vocabulary_file_is_what_its_generator_writes() -> None:
+    # The data file is loaded by a small module (search/general_vocabulary.py) and written by
+    # tools/build_general_vocab.py: written back from what was loaded, it is the same bytes,
+    # so the two agree on the format and a rebuild from the sources diffs line by line.
+    from tools import build_general_vocab as build
+
+    def grouped(table: dict[int, str], sep: str) -> dict[int, list[str]]:
+        return {value: items.split(sep) if sep else list(items) for value, items in table.items()}
+
+    v = general_vocabulary
+    tables = {
+        "ENGLISH": (grouped(v.ENGLISH, " "), " "),
+        "HAN_CHARACTERS": (grouped(v.HAN_CHARACTERS, ""), ""),
+        "HAN_PAIRS": (grouped(v.HAN_PAIRS, " "), " "),
+        "HAN_WORD_ENDS": (grouped(v.HAN_WORD_ENDS, ""), ""),
+        "HAN_WORD_STARTS": (grouped(v.HAN_WORD_STARTS, ""), ""),
+    }
+    words = [v.HAN_FUNCTION_WORDS[i : i + 2] for i in range(0, len(v.HAN_FUNCTION_WORDS), 2)]
+    english = sum(len(items) for items in tables["ENGLISH"][0].values())
+    chars = sum(len(items) for items in tables["HAN_CHARACTERS"][0].values())
+    pairs = sum(len(items) for items in tables["HAN_PAIRS"][0].values())
+    counts = f"{english:,} English terms, {chars:,} Han characters, {pairs:,} Han pairs"
+    written = build.render_tables(
+        v.MIN_PROBABILITY, v.UNLISTED_ENGLISH_PROBABILITY, tables, words, counts
+    )
+    assert written == v.DATA_FILE.read_text(encoding="utf-8")
+    assert (english, chars, pairs) == (16_877, 6_031, 37_006)
