@@ -59,6 +59,7 @@ from recall_quality import (  # noqa: E402
     load_dataset,
 )
 
+from powercontext_runtime import composition  # noqa: E402
 from powercontext_runtime.composition import Runtime  # noqa: E402
 from powercontext_runtime.context.builder import MemoryHit, PreparedContextBuilder  # noqa: E402
 from powercontext_runtime.contract.memory import RememberMemoryRequest  # noqa: E402
@@ -70,6 +71,7 @@ from powercontext_runtime.services.memory import vector_candidates  # noqa: E402
 from powercontext_runtime.settings import Settings  # noqa: E402
 
 MAX_BYTES = 8000
+SEARCH_LIMIT = 10  # recall_quality.py's and locomo.py's search_memory limit
 UNRELATED_BUDGET = 0.95
 FLOORS = (0.38, 0.40, 0.42, 0.44, 0.46, 0.48, 0.50)
 LOW_FLOORS = (None, 0.31, 0.33, 0.35, 0.37, 0.39, 0.41)
@@ -81,7 +83,7 @@ class Candidate(NamedTuple):
     key: str  # entry version id
     entry_id: str
     text: str
-    similarity: float
+    similarity: float  # vector candidates: the cosine; lexical hits: the lexical score
 
 
 @dataclass(frozen=True)
@@ -91,10 +93,12 @@ class Captured:
     id: str
     kind: str  # a dev-set category, "unrelated", or for DDTP "en"/"zh"
     terms: frozenset[str]
-    lexical: list[Candidate]  # similarity 0: lexical hits, best first
+    lexical: list[Candidate]  # the pack's lexical hits (limit MEMORY_CANDIDATES), best first
     vector: list[Candidate]  # best first
     expected: frozenset[str]  # entry ids; empty = any memory item is wrong
     held_out: bool = False
+    term_count: int = 0  # len(query_terms): the pack's relative cutoff depends on it
+    searched: tuple[Candidate, ...] = ()  # search_memory's lexical hits (limit SEARCH_LIMIT)
 
 
 class Rule(NamedTuple):
@@ -148,9 +152,11 @@ def pack(query: Captured, rule: Rule, cache: dict[tuple[str, str, str], bool]) -
             admissible = cache[memo]
         vector.append((c.key, c.similarity if admissible else -2.0))
     fused = fusion.fuse(
-        [c.key for c in query.lexical],
+        [(c.key, c.similarity) for c in query.lexical],
         vector,
-        fusion.Admission(rule.floor if rule.low is None else rule.low, rule.cap),
+        fusion.Admission(
+            rule.floor if rule.low is None else rule.low, rule.cap, composition.LOCAL_FLOORS[0]
+        ),
         MEMORY_CANDIDATES,
         lambda k: by_key[str(k)].entry_id.encode(),
     )
@@ -187,6 +193,11 @@ def capture(
     terms = query_terms(question)
     store = runtime.memory._store  # the lexical search find() runs (bench-only access)
     lexical = store.search(scope_id, terms, MEMORY_CANDIDATES)
+    searched = store.search(scope_id, query_terms(text), SEARCH_LIMIT)
+    # vector_candidates(SEARCH_LIMIT) == vector_candidates(MEMORY_CANDIDATES): the pack's list
+    # serves the search too (the search embeds the whole text, the pack the text without
+    # ``remember:`` lines, so they differ only for a prompt that has such lines).
+    assert vector_candidates(SEARCH_LIMIT) == vector_candidates(MEMORY_CANDIDATES)
     vector = semantic.candidates(
         scope_id, semantic.embed_query(question), vector_candidates(MEMORY_CANDIDATES)
     )
@@ -194,9 +205,13 @@ def capture(
         query_id,
         kind,
         frozenset(terms),
-        [Candidate(h.entry_version_id, h.entry_id, h.text, 0.0) for h in lexical.hits],
+        [Candidate(h.entry_version_id, h.entry_id, h.text, h.score) for h in lexical.hits],
         [Candidate(c.entry_version_id, c.entry_id, c.text, c.similarity) for c in vector],
         frozenset(expected),
+        term_count=len(terms),
+        searched=tuple(
+            Candidate(h.entry_version_id, h.entry_id, h.text, h.score) for h in searched.hits
+        ),
     )
 
 
@@ -261,6 +276,37 @@ def capture_ddtp(lists: Path | None, entries: int, holdout: int, queries: int) -
                 captured = capture(runtime, scope, row["id"], lang, row[lang], ())
                 out.append(Captured(**{**captured.__dict__, "held_out": True}))
         return out
+    finally:
+        runtime.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def capture_locomo(path: Path) -> list[Captured]:
+    """LoCoMo dev split (``locomo.py``'s protocol: one scope per conversation, one entry per
+    turn); ``expected`` holds the entry ids of each question's evidence turns, ``kind`` is
+    ``locomo``."""
+    import locomo
+
+    home = Path(tempfile.mkdtemp(prefix="pc-admission-locomo-"))
+    runtime = open_runtime(home)
+    try:
+        scoped = []
+        for conv in locomo.load(path):
+            scope = f"locomo-{conv.sample_id}"
+            entry_of: dict[str, str] = {}
+            for turn in conv.turns:
+                written = runtime.memory.remember(
+                    RememberMemoryRequest(scope_id=scope, kind="fact", text=turn.text)
+                )
+                entry_of.setdefault(turn.dia_id, written.entry.citation.entry_id)
+            scoped.append((scope, conv, entry_of))
+        runtime.backfill_embeddings()
+        return [
+            capture(runtime, scope, f"{q.conversation}:{q.index}", "locomo", q.text,
+                    (entry_of[d] for d in q.evidence if d in entry_of))
+            for scope, conv, entry_of in scoped
+            for q in conv.questions
+        ]  # fmt: skip
     finally:
         runtime.close()
         shutil.rmtree(home, ignore_errors=True)

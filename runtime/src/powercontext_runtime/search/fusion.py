@@ -1,20 +1,30 @@
 """Hybrid recall: fuse the lexical and the vector channel's candidates (pure, no I/O).
 
-Reciprocal rank fusion (Cormack et al., 2009): each channel contributes ``1 / (RRF_K + rank)``
-for the candidates it ranks, so neither channel's score scale matters, only its order. The
-sum is divided by the best possible value (first in both channels), so fused scores stay in
-0..1 like the lexical ones.
+Score-level fusion: a candidate scores its lexical score (0 when only the vector channel
+found it) plus ``weight × max(0, cosine − offset)`` (:class:`Admission`): the vector channel
+*adds* confidence and never takes any away, and the result stays on the lexical scale (0..1),
+so the pack's relative cutoff (:mod:`..services.context`) means the same with the channel on.
+
+Why not reciprocal rank fusion (used until 2026-12-06): RRF scores by rank alone, so the
+vector channel's 3rd candidate weighs as much as the lexical channel's 3rd hit whatever their
+evidence. On LoCoMo the shipped model's cosines barely separate evidence from the rest (the
+share of evidence among its candidates is 1–6 % from cosine 0.3 to 0.7, against 24–27 % for
+lexical scores 0.3–0.5), so RRF pushed correct lexical hits down (MRR 0.479 → 0.381), and its
+compressed scores (0.40–1.0) defeated the relative cutoff. Measured on the three dev sets in
+docs/decisions/semantic-channel.md ("Fusion by score").
 
 Admission is what keeps an unrelated prompt ``empty``:
 
 * a lexical hit has already cleared the lexical relevance floor (:mod:`.scoring`) and is
-  always admitted; a vector rank for it only raises it;
+  always admitted; its cosine only raises it;
 * a candidate only the vector channel found is admitted when its cosine similarity reaches
   the :class:`Admission` floor, and at most ``vector_only`` of them are: a search the agent
   asks for admits generously (recall), a pack injected into every prompt strictly (precision).
   Both per model, calibrated on data (docs/decisions/semantic-channel.md).
 
-Order is deterministic: fused score, then the entry id by byte order.
+Order is deterministic: fused score, then the entry id by byte order. A vector-only candidate
+scores ``weight × (cosine − offset)``, far below most lexical hits: it leads only where the
+lexical channel found little.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 __all__ = [
-    "RRF_K",
+    "VECTOR_WEIGHT",
     "Admission",
     "Fused",
     "FusionTrace",
@@ -34,16 +44,30 @@ __all__ = [
     "vector_only",
 ]
 
-RRF_K = 60
+#: Lexical score a candidate gains per unit of cosine above the offset. Calibrated for
+#: USE-multilingual on the LoCoMo dev split, the coding dev set and Debian DDTP together: every
+#: weight 0.15–0.3 with an offset 0.25–0.37 keeps hybrid's MRR and pack hit at least
+#: lexical's on all three (docs/decisions/semantic-channel.md, "Fusion by score").
+VECTOR_WEIGHT = 0.25
 MatchedBy = Literal["fts", "vector", "fts+vector"]
 
 
 class Admission(NamedTuple):
     """Which vector-only candidates may join: cosine ≥ ``floor``, the best ``vector_only`` of
-    them (``None``: no cap)."""
+    them (``None``: no cap). And what a cosine adds to a candidate's score: ``weight`` ×
+    (cosine − ``offset``), never less than 0. The offset is the model's cosine that says
+    nothing yet (``None``: the ``floor``); it is the search floor for both of a model's
+    admissions, so a search and a pack rank the same candidates alike."""
 
     floor: float
     vector_only: int | None = None
+    offset: float | None = None
+    weight: float = VECTOR_WEIGHT
+
+    def bonus(self, similarity: float) -> float:
+        """What a cosine adds to a candidate's lexical score."""
+        offset = self.floor if self.offset is None else self.offset
+        return self.weight * max(0.0, similarity - offset)
 
 
 class Fused(NamedTuple):
@@ -70,23 +94,22 @@ class FusionTrace:
 
 
 def fuse(
-    lexical: Sequence[Hashable],
+    lexical: Sequence[tuple[Hashable, float]],
     vector: Sequence[tuple[Hashable, float]],
     admission: Admission,
     limit: int,
     tiebreak: Callable[[Hashable], bytes],
     trace: FusionTrace | None = None,
 ) -> list[Fused]:
-    """``lexical``: admitted lexical hits, best first (keys: entry version ids); ``vector``:
-    (key, cosine) best first. The best ``limit`` fused hits."""
-    best = 2.0 / (RRF_K + 1)
+    """``lexical``: admitted lexical hits (key, score in 0..1), best first (keys: entry
+    version ids); ``vector``: (key, cosine) best first. The best ``limit`` fused hits."""
     scores: dict[Hashable, float] = {}
     lexical_ids: set[Hashable] = set()
-    for rank, rowid in enumerate(lexical, start=1):
+    for rowid, score in lexical:
         if rowid in scores:
             continue
         lexical_ids.add(rowid)
-        scores[rowid] = 1.0 / (RRF_K + rank)
+        scores[rowid] = score
     vector_ids: set[Hashable] = set()
     rank = 0
     room = admission.vector_only
@@ -106,9 +129,9 @@ def fuse(
             decision: VectorDecision = "fused" if rowid in lexical_ids else "admitted"
             trace.vector[rowid] = (rank, similarity, decision)
         vector_ids.add(rowid)
-        scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (RRF_K + rank)
+        scores[rowid] = scores.get(rowid, 0.0) + admission.bonus(similarity)
     fused = [
-        Fused(rowid, round(min(1.0, score / best), 6), _matched(rowid, lexical_ids, vector_ids))
+        Fused(rowid, round(min(1.0, score), 6), _matched(rowid, lexical_ids, vector_ids))
         for rowid, score in scores.items()
     ]
     fused.sort(key=lambda f: (-f.score, tiebreak(f.key)))

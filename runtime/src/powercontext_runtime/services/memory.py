@@ -249,8 +249,8 @@ class MemoryService:
             trace.fusion = fused_trace = fusion.FusionTrace()
             trace.vector = {c.entry_version_id: (c.entry_id, c.text) for c in vector}
         if query.mode == "hybrid":
-            lexical_ids = [h.entry_version_id for h in lexical.hits]
-            fused = fusion.fuse(lexical_ids, pairs, query.admission, limit, tiebreak, fused_trace)
+            scored = [(h.entry_version_id, h.score) for h in lexical.hits]
+            fused = fusion.fuse(scored, pairs, query.admission, limit, tiebreak, fused_trace)
         else:
             fused = fusion.vector_only(pairs, query.admission, limit, tiebreak, fused_trace)
         return SearchResult(
