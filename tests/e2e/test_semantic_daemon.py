@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
-from tests.e2e.helpers import PREPARE, SEARCH, new_scope, remember
+from tests.e2e.helpers import PREPARE, SEARCH, new_scope, remember, run_cli
 from tests.support.daemon import Daemon, start_daemon
 
 pytestmark = pytest.mark.e2e
@@ -64,3 +66,35 @@ def test_the_model_is_loaded_before_the_first_prompt(semantic_daemon: Daemon) ->
         metrics = client.get("/metrics").text
     assert 'mode="hybrid",operation="prepare_context"' in metrics
     assert "semantic_fallback" not in semantic_daemon.log_text()
+
+
+def test_progress_shows_in_readiness_metrics_and_doctor(semantic_daemon: Daemon) -> None:
+    """#33 item 5: what waits to be embedded, and the worker's state, from outside the
+    daemon: `/health/ready`, `/metrics` and `powercontext doctor` agree once it caught up."""
+    scope = new_scope("semantic-progress")
+    with semantic_daemon.client() as client:
+        for n in range(5):
+            remember(client, scope, f"Release checklist step {n}: tag, build, publish")
+
+        def caught_up() -> dict[str, object] | None:
+            ready = client.get("/health/ready")
+            assert ready.status_code == 200, ready.text
+            embeddings: dict[str, object] = ready.json()["embeddings"]
+            assert embeddings["state"] in ("idle", "embedding"), embeddings
+            # `vectors` may lag by a second (its count is reused); `pending` never does.
+            done = embeddings["pending"] == 0 and cast(int, embeddings["vectors"]) >= 5
+            return embeddings if done else None
+
+        embeddings = _until(caught_up, "the worker embedded every entry")
+        assert embeddings["state"] == "idle" and embeddings["error"] is None
+        assert embeddings["last_round"]
+        assert "use" in str(embeddings["model"]).lower()
+        metrics = client.get("/metrics").text
+    assert "powercontext_embeddings_pending 0.0" in metrics
+    assert 'powercontext_embedding_worker_state{state="idle"} 1.0' in metrics
+    assert scope not in metrics
+    doctor = run_cli(semantic_daemon, "doctor", "--json")
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    checks = {c["check"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert checks["embeddings"]["ok"] is True
+    assert str(checks["embeddings"]["detail"]).startswith("idle: 0 pending, ")

@@ -157,3 +157,42 @@ def test_the_grafana_dashboard_queries_only_metrics_the_runtime_exports(api: Tes
     exported = set(re.findall(r"^# TYPE (\w+) ", api.get("/metrics").text, flags=re.M))
     counters = {name + "_total" for name in exported}
     assert queried and queried <= exported | counters, queried - exported - counters
+
+
+def test_embedding_progress_is_exported_and_an_off_channel_says_off(
+    api: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    states = "powercontext_embedding_worker_state"
+    off = api.get("/metrics").text
+    every = ("off", "idle", "embedding", "failing")
+    assert _samples(off, states) == {frozenset({("state", s)}): float(s == "off") for s in every}
+    assert _value(off, "powercontext_embeddings_pending") == 0
+
+    from powercontext_runtime.services import semantic
+
+    monkeypatch.setattr(semantic, "STATUS_MAX_AGE", 0.0)  # counted at every scrape
+    with embedding_server() as server:
+        env = {
+            "POWERCONTEXT_EMBEDDINGS": "openai",
+            "POWERCONTEXT_EMBEDDINGS_BASE_URL": server.url,
+            "POWERCONTEXT_EMBEDDINGS_MODEL": "topics-v1",
+            "POWERCONTEXT_EMBEDDINGS_DIMENSION": str(DIMENSION),
+        }
+        runtime = Runtime.open(Settings.load(env=env, home=tmp_path / "home", auth="none"))
+        try:
+            with TestClient(create_app(runtime), base_url="http://localhost") as client:
+                for n in range(3):
+                    body = {"scope_id": SCOPE, "kind": "fact", "text": f"{SECRET_TEXT} {n}"}
+                    assert client.post("/v1/memory/remember", json=body).status_code == 200
+                waiting = client.get("/metrics").text
+                assert runtime.semantic is not None and runtime.semantic.embed_pending() == 3
+                done = client.get("/metrics").text
+        finally:
+            runtime.close()
+    assert _value(waiting, "powercontext_embeddings_pending") == 3
+    assert _value(waiting, states, state="embedding") == 1
+    assert _value(waiting, states, state="off") == 0
+    assert _value(done, "powercontext_embeddings_pending") == 0
+    assert _value(done, "powercontext_embeddings_vectors") == 3
+    assert _value(done, states, state="idle") == 1
+    assert SCOPE not in waiting + done and "zebracorn" not in waiting + done

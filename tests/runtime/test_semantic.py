@@ -34,6 +34,7 @@ from powercontext_runtime.embeddings.openai_compatible import OpenAICompatibleEm
 from powercontext_runtime.errors import InvalidRequestError
 from powercontext_runtime.http import create_app
 from powercontext_runtime.search import fusion
+from powercontext_runtime.services import semantic as semantic_module
 from powercontext_runtime.services.auth import Principal
 from powercontext_runtime.services.semantic import BATCH, EmbeddingWorker, SemanticChannel
 from powercontext_runtime.settings import ConfigError, Settings
@@ -109,13 +110,15 @@ def test_vectors_round_trip_and_hybrid_finds_across_languages(semantic: Runtime)
 
     both = _search(semantic, "idempotent payment retries")
     assert [(h.text, h.matched_by) for h in both.hits] == [(PAYMENTS, "fts+vector")]
-    assert both.hits[0].score == 1.0  # first in both channels
+    assert both.hits[0].score <= 1.0
 
     vector = _search(semantic, "客户被重复扣款 支付", mode="vector")
     assert vector.mode == "vector" and [h.text for h in vector.hits] == [PAYMENTS]
 
     lexical = _search(semantic, "idempotent payment retries", mode="fts")
     assert lexical.mode == "fts" and [h.matched_by for h in lexical.hits] == ["fts"]
+    # Fusion by score: the cosine adds to the lexical score, on the lexical scale.
+    assert lexical.hits[0].score < both.hits[0].score < lexical.hits[0].score + 0.25
 
     # The similarity floor keeps an unrelated query empty on the vector side too.
     assert _search(semantic, "banana bread recipe").hits == []
@@ -415,6 +418,72 @@ def test_worker_embeds_after_a_write(tmp_path: Path, server: EmbeddingServer) ->
         rt.close()
 
 
+def test_progress_counts_pending_down_to_zero_as_the_worker_catches_up(
+    semantic: Runtime, server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#33 item 5: the pending count (bounded, past the newest embedded version) agrees with
+    the queue's full anti-join, goes N -> 0 as the worker embeds, and the worker's state,
+    model and vectors are reported; a failing round says its kind, never its message."""
+    channel = semantic.semantic
+    assert channel is not None
+    first = semantic.embedding_status()
+    assert (first.state, first.pending, first.vectors) == ("idle", 0, 0)
+    assert first.model == channel.model_id == f"openai-compatible:topics-v1:{DIMENSION}"
+    for text in (CI, PAYMENTS, LOGIN, "Deploys go through Argo CD", "Backups run nightly"):
+        _remember(semantic, text)
+    assert channel.pending_estimate() == channel.pending_count() == 5
+    assert channel.pending_estimate(cap=3) == 3
+    monkeypatch.setattr(semantic_module, "STATUS_MAX_AGE", 0.0)  # no reuse: counted each time
+    waiting = semantic.embedding_status()
+    assert (waiting.state, waiting.pending, waiting.pending_capped) == ("embedding", 5, False)
+    assert waiting.last_round is None  # no worker has run a round yet
+    monkeypatch.setattr(semantic_module, "PENDING_COUNT_CAP", 3)
+    assert semantic.embedding_status().pending_capped
+    monkeypatch.undo()
+    monkeypatch.setattr(semantic_module, "STATUS_MAX_AGE", 0.0)
+
+    worker = semantic.embedding_worker()
+    assert worker is not None
+    worker.start()
+    try:
+        _wait_for(lambda: semantic.embedding_status().pending == 0, seconds=60)
+        done = semantic.embedding_status()
+        assert (done.state, done.vectors, done.error) == ("idle", 5, None)
+        assert done.last_round is not None
+        assert channel.pending_count() == 0
+        # A revision queues its new version (the old one's vector is pruned, not pending).
+        entry = semantic.memory.remember(
+            RememberMemoryRequest(scope_id=SCOPE, kind="fact", text="Release on Tuesdays")
+        ).entry
+        _wait_for(lambda: semantic.embedding_status().vectors == 6, seconds=60)
+        server.status = 500  # the embedder fails from now on
+        semantic.memory.revise(
+            ReviseMemoryEntryRequest(
+                scope_id=SCOPE, citation=entry.citation, text="Release on Thursdays"
+            )
+        )
+        assert channel.pending_estimate() == channel.pending_count() == 1
+        _wait_for(lambda: semantic.embedding_status().state == "failing", seconds=60)
+        failing = semantic.embedding_status()
+        assert (failing.pending, failing.error) == (1, "EmbeddingUnavailableError")
+        # Under `serve --workers N` the answering processes read what the worker published.
+        other = Runtime.open(semantic.settings)
+        try:
+            published = other.embedding_status()
+            assert (published.state, published.error) == ("failing", "EmbeddingUnavailableError")
+            assert published.pending == 1
+        finally:
+            other.close()
+        server.status = 200
+        worker.wake()  # not its backoff: the next round now
+        _wait_for(lambda: semantic.embedding_status().state == "idle", seconds=120)
+        assert semantic.embedding_status().pending == 0
+    finally:
+        worker.stop()
+    state_file = semantic.settings.home / "embedding-worker.json"
+    assert "Thursdays" not in state_file.read_text() and SCOPE not in state_file.read_text()
+
+
 class _CountingChannel:
     """Stands in for the channel: counts the worker's rounds."""
 
@@ -668,18 +737,22 @@ def _bytes(key: object) -> bytes:
 def test_fusion_admits_lexical_hits_and_floors_vector_only() -> None:
     half = fusion.Admission(0.5)
     fused = fusion.fuse(
-        ["a", "b"], [("c", 0.9), ("a", 0.8), ("d", 0.1)], half, limit=10, tiebreak=_bytes
+        [("a", 0.4), ("b", 0.3)],
+        [("c", 0.9), ("a", 0.8), ("d", 0.1)],
+        half,
+        limit=10,
+        tiebreak=_bytes,
     )
     assert [(f.key, f.matched_by) for f in fused] == [
         ("a", "fts+vector"),
-        ("c", "vector"),
         ("b", "fts"),
+        ("c", "vector"),
     ]
     assert fused[0].score <= 1.0 and all(0 < f.score <= 1 for f in fused)
-    # "d" is below the floor and not lexical: never admitted, but it still took rank 3.
+    # "d" is below the floor and not lexical: never admitted.
     assert "d" not in {f.key for f in fused}
-    # Deterministic ties: equal scores order by the tiebreak.
-    tied = fusion.fuse(["y"], [("x", 0.9)], half, limit=10, tiebreak=_bytes)
+    # Deterministic ties: equal scores order by the tiebreak (x: 0.25 × (0.9 − 0.5)).
+    tied = fusion.fuse([("y", 0.1)], [("x", 0.9)], half, limit=10, tiebreak=_bytes)
     assert [f.key for f in tied] == ["x", "y"]
     assert fusion.fuse([], [], half, 10, _bytes) == []
     only = fusion.vector_only([("p", 0.7), ("q", 0.4)], half, 10, _bytes)
@@ -691,17 +764,42 @@ def test_fusion_caps_vector_only_admissions_but_never_lexical_hits() -> None:
     best ones); a lexical hit the vector channel also ranks is not counted against the cap."""
     one = fusion.Admission(0.5, vector_only=1)
     vector = [("a", 0.95), ("c", 0.9), ("d", 0.85), ("b", 0.8)]
-    fused = fusion.fuse(["a", "b"], vector, one, limit=10, tiebreak=_bytes)
+    fused = fusion.fuse([("a", 0.5), ("b", 0.4)], vector, one, limit=10, tiebreak=_bytes)
     assert {f.key: f.matched_by for f in fused} == {
         "a": "fts+vector",
         "b": "fts+vector",
         "c": "vector",
     }
     none = fusion.Admission(0.5, vector_only=0)
-    assert [f.key for f in fusion.fuse(["b"], vector, none, 10, _bytes)] == ["b"]
+    assert [f.key for f in fusion.fuse([("b", 0.4)], vector, none, 10, _bytes)] == ["b"]
     assert [f.key for f in fusion.vector_only(vector, one, 10, _bytes)] == ["a"]
     assert len(fusion.vector_only(vector, half := fusion.Admission(0.5), 2, _bytes)) == 2
     assert half.vector_only is None
+
+
+def test_fusion_adds_the_cosine_to_the_lexical_score_and_never_reorders_by_rank_alone() -> None:
+    """Issue 33: reciprocal rank fusion let a weak vector rank push a better lexical hit down
+    (LoCoMo MRR 0.479 -> 0.381). Fused scores are lexical scores plus ``weight`` × the cosine
+    above the offset, so a lexical hit keeps its score, a weak cosine barely moves it, and a
+    strong one can lift a close lexical hit."""
+    search = fusion.Admission(0.25, offset=0.25, weight=0.25)
+    # "b" is the vector channel's first candidate, but with a weak cosine: "a" stays first.
+    weak = fusion.fuse([("a", 0.6), ("b", 0.3)], [("b", 0.4)], search, 10, _bytes)
+    assert [(f.key, f.score) for f in weak] == [("a", 0.6), ("b", 0.3375)]
+    # A strong cosine lifts a lexical hit that was close behind.
+    strong = fusion.fuse([("a", 0.3), ("b", 0.28)], [("b", 0.9)], search, 10, _bytes)
+    assert [(f.key, f.score) for f in strong] == [("b", 0.4425), ("a", 0.3)]
+    # A vector-only candidate scores only its cosine's share: it leads no lexical hit here, and
+    # a cosine under the offset adds nothing to a lexical hit.
+    only = fusion.fuse([("a", 0.2)], [("a", 0.1), ("v", 0.65)], search, 10, _bytes)
+    assert [(f.key, f.score, f.matched_by) for f in only] == [
+        ("a", 0.2, "fts+vector"),
+        ("v", 0.1, "vector"),
+    ]
+    # Capped at 1; the offset defaults to the floor (the pack's admission keeps the search's).
+    assert fusion.fuse([("a", 0.95)], [("a", 1.0)], search, 10, _bytes)[0].score == 1.0
+    assert fusion.Admission(0.5).bonus(0.7) == fusion.Admission(0.46, 1, 0.5).bonus(0.7)
+    assert fusion.Admission(0.5).bonus(0.4) == 0.0
 
 
 # -- the local model (SQLite; USE-multilingual from the wheel) ------------------------------

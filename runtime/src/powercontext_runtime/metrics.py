@@ -31,6 +31,7 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from .contract.system import EmbeddingStatus
 from .files import private_dir
 
 __all__ = ["MULTIPROCESS_DIR_VARIABLE", "Metrics", "prepare_multiprocess_dir"]
@@ -39,6 +40,8 @@ MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # ``*_created`` series double the exposition and say only when a label set first appeared.
 disable_created_metrics()
+
+EMBEDDING_WORKER_STATES = ("off", "idle", "embedding", "failing")
 
 # Latency buckets from 0.5 ms (a warm prepare on SQLite) to 10 s (a storage fault's bounded
 # wait); pack sizes from the smallest budget to the largest (512..32768 bytes).
@@ -94,6 +97,28 @@ class Metrics:
             multiprocess_mode="max",
         )
         info.labels(version, backend).set(1)
+        # Set from the runtime's embedding status when /metrics is rendered (a count, not an
+        # event). Under --workers the most recent worker's value stands ("livemostrecent").
+        self._embeddings_pending = Gauge(
+            "powercontext_embeddings_pending",
+            "Entry versions waiting for a vector (counted up to 10,000; 0 with the semantic "
+            "channel off).",
+            registry=r,
+            multiprocess_mode="livemostrecent",
+        )
+        self._embeddings_vectors = Gauge(
+            "powercontext_embeddings_vectors",
+            "Vectors stored for the configured embedding model.",
+            registry=r,
+            multiprocess_mode="livemostrecent",
+        )
+        self._embedding_worker = Gauge(
+            "powercontext_embedding_worker_state",
+            "1 for the embedding worker's state (off, idle, embedding, failing), 0 for the others.",
+            ("state",),
+            registry=r,
+            multiprocess_mode="livemostrecent",
+        )
 
         # Label lookups are most of a sample's cost (≈ 4 µs each); every request of the prompt
         # path records three, so the children are kept once made.
@@ -117,6 +142,14 @@ class Metrics:
 
     def fallback(self, operation: str, code: str) -> None:
         self._fallbacks.labels(operation, code).inc()
+
+    def embeddings(self, status: EmbeddingStatus) -> None:
+        """Record the embedding progress (counts and a closed state only: the model name and
+        the error kind stay in ``/health/ready``)."""
+        self._embeddings_pending.set(status.pending or 0)
+        self._embeddings_vectors.set(status.vectors or 0)
+        for state in EMBEDDING_WORKER_STATES:
+            self._child(self._embedding_worker, state).set(1 if state == status.state else 0)
 
     def pack_counts(self) -> list[tuple[str, str, str, str, int]]:
         """``(operation, status, mode, reason, count)`` of every pack counted so far (the

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from .common import ScopeId, StrictModel
+from .system import EmbeddingStatus
 
 __all__ = [
     "ACTIVITY_DAYS_MAX",
@@ -99,3 +100,4 @@ class ActivityResponse(StrictModel):
     capture: CaptureState
     memory: MemoryState
     packs: PackCounts
+    embeddings: EmbeddingStatus  # the daemon's (every scope), like ``packs``

@@ -15,6 +15,7 @@ from ..contract.activity import (
     MemoryState,
     PackCounts,
 )
+from ..contract.system import EmbeddingStatus
 from ..store.activity import DAY_MS, ActivityStore
 
 __all__ = ["ActivityService"]
@@ -27,9 +28,12 @@ class ActivityService:
         self._store = store
         self._clock = clock
 
-    def activity(self, req: GetActivityRequest, packs: PackCounts) -> ActivityResponse:
+    def activity(
+        self, req: GetActivityRequest, packs: PackCounts, embeddings: EmbeddingStatus
+    ) -> ActivityResponse:
         """Every day of the window, oldest first (zeros included), the window's totals, the
-        capture journal's and Memory's state now, and the daemon's pack counters."""
+        capture journal's and Memory's state now, and the daemon's pack counters and
+        embedding progress."""
         offset = req.utc_offset_minutes * 60_000
         today = (int(self._clock() * 1000) + offset) // DAY_MS
         first = today - req.days + 1
@@ -56,4 +60,5 @@ class ActivityService:
                 revision=found.revision or None, active=found.active, retired=found.retired
             ),
             packs=packs,
+            embeddings=embeddings,
         )
