@@ -60,14 +60,18 @@ async def main() -> None:
         )
         print(f"search_memory: {[hit['text'] for hit in found['hits']]}")
 
-        source_id = f"task-result/{uuid.uuid4().hex[:8]}"  # evidence the proposal cites
-        await call(
+        recorded = await call(  # the task's result: exact evidence the proposal cites
             session,
-            "capture_content_source",
+            "record_task_result",
             {
                 "scope_id": SCOPE,
-                "source_id": source_id,
-                "content": "The report was empty because the importer had not finished.",
+                "task_id": f"run-{uuid.uuid4().hex[:8]}",
+                "task": {
+                    "goal": "Find out why the nightly report was empty",
+                    "outcome": "succeeded",
+                    "changes": [{"path": "cron/nightly.yaml", "added": 1, "removed": 1}],
+                    "checks": [{"command": "make report", "exit_status": 0}],
+                },
             },
         )
         candidate = await call(
@@ -75,7 +79,7 @@ async def main() -> None:
             "propose_experience",
             {
                 "scope_id": SCOPE,
-                "source_refs": [{"name": "content", "source_id": source_id}],
+                "source_refs": [recorded["source"]],
                 "proposal": {
                     "situation": "The nightly report came out empty",
                     "action": "Moved the report after the importer",

@@ -342,13 +342,7 @@ def _console(command: str, output: str) -> str:
 
 #: docs/review.md's session: its first line, then each command (``{}``: the ids printed before).
 REVIEW_SCOPE = f"export POWERCONTEXT_SCOPE_ID={SCOPE}"
-REVIEW_CAPTURE = """python - <<'EOF'
-import os
-from powercontext_runtime.client import PowerContextClient
-with PowerContextClient() as pc:
-    pc.capture_content_source(scope_id=os.environ["POWERCONTEXT_SCOPE_ID"],
-                              source_id="task-result/run-42", content="make openapi; CI passed")
-EOF"""
+REVIEW_RECORD = "powercontext task-result record @task.json"
 _PRINTED_ID = re.compile(r"\b(?:cand|exp)_[0-9a-f]{20}\b")
 
 
@@ -373,8 +367,9 @@ def _page_json(page: str, name: str) -> str:
 def _review_session(world: World) -> str:
     """Run docs/review.md's command-line session as a user types it: each command in a shell
     that first runs the block's ``export`` line, in ``~/shop`` (``experience.json`` there is the
-    page's own); returns the block: the commands as run."""
-    (world.repo / "experience.json").write_text(_page_json("docs/review.md", "experience.json"))
+    page's own, and so is ``task.json``); returns the block: the commands as run."""
+    for name in ("experience.json", "task.json"):
+        (world.repo / name).write_text(_page_json("docs/review.md", name))
     shown = [REVIEW_SCOPE]
 
     def run(command: str) -> str:
@@ -387,7 +382,15 @@ def _review_session(world: World) -> str:
             raise SampleError(f"no {prefix}… id in:\n{output}")
         return ids[0]
 
-    run(REVIEW_CAPTURE)
+    recorded = run(REVIEW_RECORD)
+    if not recorded.startswith("recorded task-result/run-42 at position ") or not recorded.endswith(
+        " (1 secret redacted)\n"
+    ):
+        raise SampleError(f"docs/review.md describes another answer than:\n{recorded}")
+    if "run-42" not in run("powercontext task-result list"):
+        raise SampleError("the task result is not listed")
+    if "[REDACTED]" not in run("powercontext task-result show run-42"):
+        raise SampleError("the task result's secret is not shown redacted")
     candidate = printed(
         run(
             'powercontext experience propose --situation "Changing a route" '
@@ -477,7 +480,7 @@ def _story(world: World) -> dict[str, str]:
         s["handoff-commit"] = commit
         s["handoff-commit-next"] = commit + waiting
 
-        # docs/review.md (its session captures the source task-result/run-42 cited below)
+        # docs/review.md (its session records the task result task-result/run-42 cited below)
         s["review-cli"] = _review_session(world)
         proposed = world.sh(
             "powercontext skill propose --json "

@@ -84,7 +84,7 @@ def test_the_plugin_folder_is_package_data() -> None:
 def test_the_template_registers_user_prompt_submit_and_offers_the_settings() -> None:
     plugin = files(MODULE) / "plugin"
     hooks = json.loads((plugin / "hooks" / "hooks.json").read_text("utf-8"))
-    assert set(hooks["hooks"]) == {"SessionStart", "UserPromptSubmit"}
+    assert set(hooks["hooks"]) == {"SessionStart", "UserPromptSubmit", "Stop"}
     (start,) = hooks["hooks"]["SessionStart"]  # no matcher: every source, fork included
     assert start == {
         "hooks": [
@@ -103,6 +103,16 @@ def test_the_template_registers_user_prompt_submit_and_offers_the_settings() -> 
             "timeout": HOOK_TIMEOUT_SECONDS,
         }
     ]
+    (stop,) = hooks["hooks"]["Stop"]  # end of turn: the task result (issue #31)
+    assert stop == {
+        "hooks": [
+            {
+                "type": "command",
+                "command": "{{powercontext:hook-command:stop}}",
+                "timeout": HOOK_TIMEOUT_SECONDS,
+            }
+        ]
+    }
     manifest = json.loads((plugin / ".claude-plugin" / "plugin.json").read_text("utf-8"))
     options = manifest["userConfig"]
     # Every option is a kit setting (CLAUDE_PLUGIN_OPTION_<KEY>); none has a default, which

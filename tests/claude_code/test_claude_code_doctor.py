@@ -39,13 +39,14 @@ def test_doctor_is_healthy_after_install(
         "dry-run",
         "mcp",
         "capture spool",
+        "task results",
     ]
     assert all(c["status"] in ("ok", "info") for c in report["checks"]), report
     assert checks["scope"]["message"] == f"{scope} — from the scope_id setting " + (
         "(POWERCONTEXT_SCOPE_ID / plugins.toml)"
     )
     assert checks["hooks"]["message"].startswith(
-        f"SessionStart and UserPromptSubmit registered (plugin {PLUGIN_ID} from "
+        f"SessionStart, UserPromptSubmit and Stop registered (plugin {PLUGIN_ID} from "
     )
     assert checks["bootstrap"]["message"].startswith("off (default)")
     assert checks["dry-run"]["message"].startswith("valid envelope with a ")

@@ -119,7 +119,11 @@ def test_the_plugin_folder_is_package_data() -> None:
 def test_the_template_registers_session_start_and_user_prompt_submit() -> None:
     """One entry per event, no matcher (SessionStart: every source); timeouts are integers."""
     hooks = json.loads((files(MODULE) / "plugin" / "hooks" / "hooks.json").read_text("utf-8"))
-    assert set(hooks) == {"hooks"} and set(hooks["hooks"]) == {"SessionStart", "UserPromptSubmit"}
+    assert set(hooks) == {"hooks"} and set(hooks["hooks"]) == {
+        "SessionStart",
+        "UserPromptSubmit",
+        "Stop",
+    }
     (start,) = hooks["hooks"]["SessionStart"]
     assert start == {
         "hooks": [
@@ -138,6 +142,16 @@ def test_the_template_registers_session_start_and_user_prompt_submit() -> None:
         "command": "{{powercontext:hook-command:user-prompt-submit}}",
         "timeout": HOOK_TIMEOUT_SECONDS,
         "additionalContextLimit": 8192,  # tokens: covers the 32768-byte max_bytes
+    }
+    (stop,) = hooks["hooks"]["Stop"]  # end of turn: the task result (issue #31)
+    assert stop == {
+        "hooks": [
+            {
+                "type": "command",
+                "command": "{{powercontext:hook-command:stop}}",
+                "timeout": HOOK_TIMEOUT_SECONDS,
+            }
+        ]
     }
     manifest = json.loads(
         (files(MODULE) / "plugin" / ".codex-plugin" / "plugin.json").read_text("utf-8")

@@ -35,14 +35,16 @@ def test_doctor_is_healthy_after_install(live: CodexSandbox, host_clis: HostCLIs
         "dry-run",
         "mcp",
         "capture spool",
+        "task results",
     ]
     assert all(c["status"] in ("ok", "info") for c in report["checks"]), report
     assert checks["scope"]["message"].startswith("git:github.com/acme/codex-")
     assert "remote.origin.url" in checks["scope"]["message"]
     assert checks["hooks"]["message"] == (
-        "SessionStart and UserPromptSubmit registered (plugin powercontext@powercontext-local)"
+        "SessionStart, UserPromptSubmit and Stop registered "
+        "(plugin powercontext@powercontext-local)"
     )
-    assert checks["trust"]["message"] == "trusted (SessionStart and UserPromptSubmit)"
+    assert checks["trust"]["message"] == "trusted (SessionStart, UserPromptSubmit and Stop)"
     assert checks["bootstrap"]["status"] == "info"
     assert checks["bootstrap"]["message"].startswith("off (default)")
     assert checks["host"]["message"].startswith("codex-cli 0.169.0")

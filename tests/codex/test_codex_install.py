@@ -47,7 +47,8 @@ def test_install_without_host_cli_merges_into_hooks_json(sandbox: CodexSandbox) 
 
     document = sandbox.hooks()
     assert document["description"] == OTHER_HOOKS["description"]
-    assert document["hooks"]["Stop"] == OTHER_HOOKS["hooks"]["Stop"]
+    stops = document["hooks"]["Stop"]
+    assert stops[: len(OTHER_HOOKS["hooks"]["Stop"])] == OTHER_HOOKS["hooks"]["Stop"]  # ours after
     groups = document["hooks"]["UserPromptSubmit"]
     assert groups[0] == OTHER_HOOKS["hooks"]["UserPromptSubmit"][0]  # ours is appended
     (handler,) = our_handlers(document)
@@ -170,7 +171,8 @@ def test_a_stale_entry_of_ours_is_updated_in_place(sandbox: CodexSandbox) -> Non
     assert groups[0]["hooks"][0]["command"].endswith(f"-m {MODULE} hook user-prompt-submit")
     assert groups[0]["hooks"][0]["command"] != stale
     assert groups[1] == {"hooks": [{"type": "command", "command": "echo mine"}]}
-    assert list(hooks) == ["UserPromptSubmit", "SessionStart"]  # the missing hook is appended
+    # the missing hooks are appended
+    assert list(hooks) == ["UserPromptSubmit", "SessionStart", "Stop"]
 
 
 def test_an_older_install_gains_session_start_and_uninstall_removes_both(
@@ -259,7 +261,7 @@ def test_install_with_codex_registers_and_trusts_the_plugin(
         f"codex plugin marketplace add {live.marketplace}",
         "codex plugin add powercontext@powercontext-local",
     ]
-    assert [c["action"] for c in report["changes"]].count("trusted") == 2  # both hooks
+    assert [c["action"] for c in report["changes"]].count("trusted") == 3  # all three hooks
     (backup,) = live.backups(live.config_file)
     assert backup.read_text("utf-8") == config_before
     assert not live.hooks_file.exists()  # the plugin path does not touch hooks.json
@@ -281,7 +283,7 @@ def test_install_with_codex_registers_and_trusts_the_plugin(
     (installed,) = json.loads(listing.stdout)["installed"]
     assert installed["pluginId"] == "powercontext@powercontext-local" and installed["enabled"]
     listed = {hook["eventName"]: hook for hook in _our_listed(live, host_clis)}
-    assert sorted(listed) == ["sessionStart", "userPromptSubmit"]
+    assert sorted(listed) == ["sessionStart", "stop", "userPromptSubmit"]
     for hook in listed.values():
         assert (hook["source"], hook["trustStatus"], hook["timeoutSec"]) == (
             "plugin",
@@ -296,7 +298,8 @@ def test_install_with_codex_registers_and_trusts_the_plugin(
     assert len(live.backups(live.config_file)) == 1
 
     removed = live.run_json("uninstall")
-    assert [c["action"] for c in removed["changes"]][:5] == [
+    assert [c["action"] for c in removed["changes"]][:6] == [
+        "untrusted",
         "untrusted",
         "untrusted",
         "ran",
@@ -323,7 +326,8 @@ def test_with_the_plugins_feature_off_the_hook_goes_to_hooks_json_trusted(
     assert report["mode"] == "hooks"
     assert any("plugins` feature is off" in note for note in report["notes"])
     listed = _our_listed(live, host_clis)
-    assert sorted(hook["eventName"] for hook in listed) == ["sessionStart", "userPromptSubmit"]
+    events = sorted(hook["eventName"] for hook in listed)
+    assert events == ["sessionStart", "stop", "userPromptSubmit"]
     assert {(hook["source"], hook["trustStatus"]) for hook in listed} == {("user", "trusted")}
     state = tomllib.loads(live.config_file.read_text("utf-8"))["hooks"]["state"]
     assert sorted(state) == sorted(hook["key"] for hook in listed)
@@ -336,7 +340,7 @@ def test_with_the_plugins_feature_off_the_hook_goes_to_hooks_json_trusted(
 
 def _plugin_registered(report: dict[str, Any]) -> None:
     assert report["mode"] == "plugin" and report["changed"] is True, report
-    assert [c["action"] for c in report["changes"]].count("trusted") == 2
+    assert [c["action"] for c in report["changes"]].count("trusted") == 3
 
 
 def test_plugin_install_uninstall_cycles_leave_codex_home_exactly_as_it_was(
@@ -364,7 +368,7 @@ def test_trusted_user_hook_cycles_leave_codex_home_exactly_as_it_was(
 
     def trusted(report: dict[str, Any]) -> None:
         assert report["mode"] == "hooks" and report["changed"] is True, report
-        assert [c["action"] for c in report["changes"]].count("trusted") == 2
+        assert [c["action"] for c in report["changes"]].count("trusted") == 3
 
     assert_install_cycles_leave_no_trace(sandbox, installed=trusted)
 

@@ -29,6 +29,10 @@ RETIRE = "/v1/memory/entries/retire"
 CHANGES = "/v1/memory/changes"
 SOURCES = "/v1/sources/content"
 SOURCE_GET = "/v1/sources/get"
+TASK_RECORD = "/v1/task-results/record"
+TASK_LIST = "/v1/task-results/list"
+TASK_GET = "/v1/task-results/get"
+TASK_RESULT_PATHS = (TASK_RECORD, TASK_LIST, TASK_GET)
 PREPARE = "/v1/context/prepare"
 EXPLAIN = "/v1/context/explain"
 FLUSH = "/v1/memory/flush"
@@ -88,6 +92,7 @@ POST_PATHS = (
     ACTIVITY,
     *REVIEW_PATHS,
     *BOOTSTRAP_PATHS,
+    *TASK_RESULT_PATHS,
 )
 
 
@@ -149,6 +154,13 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
         CHANGES: {"scope_id": scope_id},
         SOURCES: {"scope_id": scope_id, "source_id": "src-1", "content": "captured"},
         SOURCE_GET: {"scope_id": scope_id, "source_id": "src-1"},
+        TASK_RECORD: {
+            "scope_id": scope_id,
+            "task_id": "run-1",
+            "task": {"goal": "a valid goal", "outcome": "succeeded"},
+        },
+        TASK_LIST: {"scope_id": scope_id},
+        TASK_GET: {"scope_id": scope_id, "task_id": "run-1"},
         PREPARE: {"scope_id": scope_id, "query": "valid query"},
         EXPLAIN: {"scope_id": scope_id, "query": "valid query"},
         FLUSH: {"scope_id": scope_id},

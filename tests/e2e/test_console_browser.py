@@ -577,6 +577,12 @@ def test_filters_history_bootstrap_and_activity(
         assert today == browser.element("#activity-days-table tbody tr")  # newest first
         assert int(browser.element('#activity-totals [data-count="packs_ready"]').text) >= 1
         assert "Recall outcomes" in browser.element("#activity-days-table thead").text
+        # The Embeddings panel: this daemon's semantic channel is off, and it says so.
+        embeddings = browser.element('#activity-embeddings[data-state="off"]')
+        assert "POWERCONTEXT_EMBEDDINGS is off" in embeddings.text
+        assert not browser.driver.find_elements(
+            "css selector", '#activity-embeddings [data-field="pending"]'
+        )
         browser.screenshot(shots / "console-activity.png")
         browser.driver.execute_script(
             "const t = document.getElementById('activity-days-table'); t.scrollIntoView();"
@@ -588,6 +594,7 @@ def test_filters_history_bootstrap_and_activity(
         browser.text_in("#activity-totals", "整理次数")
         browser.text_in("#activity-days-table thead", "召回结果")
         browser.text_in("#activity-body", "守护进程级")
+        browser.text_in("#activity-embeddings", "关闭")
         browser.screenshot(shots / "console-activity-zh.png")
         browser.click("#lang-toggle")
         browser.text_in("#activity-title", "Activity")

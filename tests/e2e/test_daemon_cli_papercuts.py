@@ -30,6 +30,9 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = "task-result/run-42"
+#: The recorded task result every proposal here cites, as a reference.
+EVIDENCE = {"name": "task-result", "source_id": SOURCE}
+TASK = {"goal": "the release", "outcome": "succeeded"}
 GHOST = ["--revision", "1", "--entry-id", "mem_ent_ghost", "--version-id", "mem_ver_ghost"]
 
 
@@ -86,7 +89,7 @@ def _new_experience(client: PowerContextClient, scope: str, lesson: str, **extra
     proposed = client.propose_experience(
         scope_id=scope,
         proposal=_experience(lesson),
-        source_refs=[{"name": "content", "source_id": SOURCE}],
+        source_refs=[EVIDENCE],
         **extra,
     )
     return _approve(client, scope, proposed.candidate_id, proposed.version)
@@ -148,10 +151,10 @@ def test_errors_are_one_json_document_on_stderr_and_keep_their_exit_codes(
     d = module_daemon
     scope = new_scope("cli-json-errors")
     with _client(d) as client:
-        client.capture_content_source(scope_id=scope, source_id=SOURCE, content="evidence")
+        client.record_task_result(scope_id=scope, task_id="run-42", task=TASK)
         candidate = client.propose_experience(
             scope_id=scope, proposal=_experience("v1"),
-            source_refs=[{"name": "content", "source_id": SOURCE}],
+            source_refs=[EVIDENCE],
         )  # fmt: skip
         client.revise_artifact_candidate(
             scope_id=scope, candidate_id=candidate.candidate_id, expected_version=1,
@@ -312,21 +315,21 @@ def test_experience_and_skill_list_page_through_the_approved_heads(
     d = module_daemon
     scope = new_scope("cli-lists")
     with _client(d) as client:
-        client.capture_content_source(scope_id=scope, source_id=SOURCE, content="evidence")
+        client.record_task_result(scope_id=scope, task_id="run-42", task=TASK)
         refs = [_new_experience(client, scope, f"lesson {i}") for i in range(3)]
         changed = client.propose_experience(
             scope_id=scope, proposal=_experience("lesson 0, revised"),
-            source_refs=[{"name": "content", "source_id": SOURCE}],
+            source_refs=[EVIDENCE],
             artifact_refs=[refs[0].model_dump()], target=refs[0].model_dump(),
         )  # fmt: skip
         head = _approve(client, scope, changed.candidate_id, 1)
         client.propose_experience(  # pending: not an artifact, never listed
             scope_id=scope, proposal=_experience("pending"),
-            source_refs=[{"name": "content", "source_id": SOURCE}],
+            source_refs=[EVIDENCE],
         )  # fmt: skip
         skill = client.propose_skill(
             scope_id=scope, proposal=SKILL_EXAMPLE,
-            source_refs=[{"name": "content", "source_id": SOURCE}],
+            source_refs=[EVIDENCE],
         )  # fmt: skip
         skill_ref = _approve(client, scope, skill.candidate_id, 1)
         exact = {
@@ -378,7 +381,7 @@ def test_both_clients_list_approved_artifacts_and_read_health(module_daemon: Dae
     d = module_daemon
     scope = new_scope("client-lists")
     with _client(d) as client:
-        client.capture_content_source(scope_id=scope, source_id=SOURCE, content="evidence")
+        client.record_task_result(scope_id=scope, task_id="run-42", task=TASK)
         ref = _new_experience(client, scope, "listed by both clients")
         assert client.get_health() == client.get_readiness()
         page = client.list_experiences(scope_id=scope, limit=1)
@@ -402,7 +405,8 @@ def test_health_is_public_and_answers_like_readiness(module_daemon: Daemon) -> N
         for headers in ({}, {"Authorization": "Bearer nope"}):
             health = anonymous.get("/health", headers=headers)
             assert health.status_code == 200, health.text
-            assert health.json() == ready.json() == {"status": "ready", "database": "sqlite"}
+            assert health.json() == ready.json()
+            assert (ready.json()["status"], ready.json()["database"]) == ("ready", "sqlite")
 
 
 # -- what people read --------------------------------------------------------------------------
@@ -419,7 +423,7 @@ cand_<id> v1 skill pending
     - test_committed_openapi_matches_the_app passes
     - git status shows no other generated file
   evidence:
-    source task-result/run-42 (content)
+    source task-result/run-42 (task-result)
     artifact memory:memory:1
   reason: Seen in the last three releases
 """
@@ -435,7 +439,7 @@ skill skill_<id> r1
     - test_committed_openapi_matches_the_app passes
     - git status shows no other generated file
   evidence:
-    source task-result/run-42 (content)
+    source task-result/run-42 (task-result)
     artifact memory:memory:1
 """
 
@@ -447,7 +451,7 @@ def test_candidate_show_prints_evidence_and_reason_and_lists_as_lists(
     d = module_daemon
     scope = new_scope("cli-show")
     with _client(d) as client:
-        client.capture_content_source(scope_id=scope, source_id=SOURCE, content="the release")
+        client.record_task_result(scope_id=scope, task_id="run-42", task=TASK)
         client.remember_memory(scope_id=scope, kind="convention", text="Release from main")
     proposed = cli_json(
         d, "skill", "propose", "--scope", scope, "--name", SKILL_EXAMPLE["name"],
@@ -514,14 +518,14 @@ def test_help_documents_the_json_shapes_with_examples_that_work(
     # The examples are accepted as they are.
     scope = new_scope("cli-help-examples")
     with _client(d) as client:
-        client.capture_content_source(scope_id=scope, source_id=SOURCE, content="evidence")
+        client.record_task_result(scope_id=scope, task_id="run-42", task=TASK)
         experience = client.propose_experience(
             scope_id=scope, proposal=_experience("to be replaced"),
-            source_refs=[{"name": "content", "source_id": SOURCE}],
+            source_refs=[EVIDENCE],
         )  # fmt: skip
         skill = client.propose_skill(
             scope_id=scope, proposal={**SKILL_EXAMPLE, "name": "to-be-replaced"},
-            source_refs=[{"name": "content", "source_id": SOURCE}],
+            source_refs=[EVIDENCE],
         )  # fmt: skip
     files = {}
     for name in ("revise", "skill", "handoff"):

@@ -66,7 +66,9 @@ def test_health_endpoints_answer_without_a_token(module_daemon: Daemon) -> None:
         live = anonymous.get("/health/live")
         ready = anonymous.get("/health/ready")
     assert live.status_code == 200 and live.json() == {"status": "ok"}
-    assert ready.status_code == 200 and ready.json() == {"status": "ready", "database": "sqlite"}
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["status"] == "ready" and ready.json()["database"] == "sqlite"
+    assert ready.json()["embeddings"]["state"] == "off"
     assert live.headers["x-request-id"] and ready.headers["x-request-id"]
 
 
@@ -79,15 +81,15 @@ def test_capabilities_are_a_subset_of_the_closed_values(http: httpx.Client) -> N
         "bootstrap_versions": {"powercontext.bootstrap-context.v1"},
         "bootstrap_profiles": {"powercontext.scope-bootstrap.v1"},
         "artifact_families": {"memory", "experience", "skill", "handoff"},
-        "source_types": {"content"},
+        "source_types": {"content", "task-result"},
         "search_modes": {"auto", "fts"},
     }
     assert set(caps) == {*closed, "memory_extraction"}
     for key, allowed in closed.items():
         assert set(caps[key]) <= allowed, key
-    # What this runtime serves for sure: Memory, content sources, both search modes.
+    # What this runtime serves for sure: Memory, content sources and task results, both modes.
     assert "memory" in caps["artifact_families"]
-    assert caps["source_types"] == ["content"]
+    assert caps["source_types"] == ["content", "task-result"]
     assert set(caps["search_modes"]) == {"auto", "fts"}
     assert isinstance(caps["memory_extraction"], bool)
 

@@ -17,7 +17,7 @@ def _capture(daemon: Daemon, scope: str, source_id: str) -> None:
 
 def test_candidate_commands_round_trip(module_daemon: Daemon) -> None:
     scope = new_scope("review-cli")
-    _capture(module_daemon, scope, "task-result/run-7")
+    _capture(module_daemon, scope, "prompt/run-7")
     proposed = cli_json(
         module_daemon,
         "experience",
@@ -33,7 +33,7 @@ def test_candidate_commands_round_trip(module_daemon: Daemon) -> None:
         "--lesson",
         "Regenerate the client after editing openapi",
         "--source-ref",
-        "task-result/run-7",
+        "prompt/run-7",
         "--json",
     )
     assert (proposed["status"], proposed["version"]) == ("pending", 1)

@@ -44,11 +44,12 @@ EXPECTED_TOOLS = {
     "list_experiences", "propose_skill", "get_skill", "list_skills", "list_artifact_candidates",
     "get_artifact_candidate", "approve_artifact_candidate", "reject_artifact_candidate",
     "revise_artifact_candidate", "capture_content_source", "commit_handoff", "get_handoff",
+    "record_task_result", "list_task_results", "get_task_result",
 }  # fmt: skip
 READ_ONLY = {
     "search_memory", "list_memory_entries", "get_memory_entry", "get_experience", "get_skill",
     "list_experiences", "list_skills", "list_artifact_candidates", "get_artifact_candidate",
-    "get_handoff",
+    "get_handoff", "list_task_results", "get_task_result",
 }  # fmt: skip
 SOURCE = {"name": "content", "source_id": "s1"}
 

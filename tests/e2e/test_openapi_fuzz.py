@@ -61,6 +61,9 @@ from tests.e2e.helpers import (
     SEARCH,
     SOURCE_GET,
     SOURCES,
+    TASK_GET,
+    TASK_LIST,
+    TASK_RECORD,
     VERSIONS,
     new_scope,
     valid_bodies,
@@ -207,6 +210,9 @@ def test_successful_answers_of_every_operation_match_the_document(module_daemon:
     assert [v["version"] for v in history["versions"]] == [2, 1], history
     call(SOURCES, {**valid[SOURCES], "metadata": {"host": "codex", "turn": 1}})
     call(SOURCE_GET, valid[SOURCE_GET])  # the source just captured
+    call(TASK_RECORD, valid[TASK_RECORD])
+    call(TASK_LIST, valid[TASK_LIST])
+    call(TASK_GET, valid[TASK_GET])  # the task result just recorded
     call(FLUSH, {"scope_id": scope})
     call(PREPARE, {"scope_id": scope, "query": "what do I run before pushing?"})
     explained = call(EXPLAIN, {"scope_id": scope, "query": "what do I run before pushing?"})

@@ -109,6 +109,25 @@ def _write_through_mcp(daemon: Daemon, scope: str, mark: Sentinels, outsider: st
             await ok(client, "capture_content_source", {  # a proposal's evidence must exist
                 "scope_id": scope, "source_id": mark("evidence"), "content": "the task result",
             })  # fmt: skip
+            # A task result: its secret is redacted before storage, the rest stored as sent.
+            task = {"goal": mark("task-goal"), "outcome": "failed", "checks": [{
+                "command": f"DB_PASSWORD={mark('task-secret')} make test", "exit_status": 1,
+                "output_tail": f"{mark('task-output')}\nAuthorization: Bearer {mark('task-auth')}",
+            }]}  # fmt: skip
+            recorded = await ok(
+                client,
+                "record_task_result",
+                {"scope_id": scope, "task_id": "sweep-1", "task": task},
+            )
+            assert recorded["redactions"] == 2
+            stored = json.dumps(
+                await ok(client, "get_task_result", {"scope_id": scope, "task_id": "sweep-1"})
+            )
+            assert mark("task-goal") in stored and mark("task-output") in stored
+            assert mark("task-secret") not in stored and mark("task-auth") not in stored
+            await refused(client, "record_task_result", {
+                "scope_id": scope, "task": {**task, "goal": mark("task-cap") * 100},
+            }, "invalid_request")  # fmt: skip
             proposed = await ok(client, "propose_experience", {
                 "scope_id": scope,
                 "proposal": {"situation": f"deploy checklist {mark('experience')} on friday",
@@ -353,7 +372,7 @@ def test_sentinels_stay_out_of_logs_diagnostics_receipts_and_error_bodies(
     for stderr in hooks.stderr:
         mark.assert_absent("hook stderr", stderr)
 
-    assert len(error_bodies) == 18
+    assert len(error_bodies) == 19
     for body in error_bodies:
         mark.assert_absent("an error body", body)
 

@@ -52,9 +52,10 @@ SPEC_OUTCOMES = {
     "invalid_response",
     "receipt_rejected",
 }
-#: The kit's one addition to spec 07's set: the capture spool gave prompts up.
-KIT_OUTCOMES = {"dropped"}
-DEBUG_OUTCOMES = {"injected", "captured", "flushed", "spooled", "delivered"}
+#: The kit's additions to spec 07's set: the capture spool gave prompts up; the Stop hook found
+#: no turn to record in the host's transcript.
+KIT_OUTCOMES = {"dropped", "no_task_result"}
+DEBUG_OUTCOMES = {"injected", "captured", "flushed", "spooled", "delivered", "recorded"}
 
 _ISOLATED_PREFIXES = ("POWERCONTEXT_", "CLAUDE_PLUGIN_", "PLUGIN_", "GIT_")
 

@@ -557,3 +557,262 @@ def test_the_bridge_keeps_the_hooks_lean_imports(tmp_path: Path, module: str) ->
     heavy = {"httpx", "http.client", "asyncio", "ssl", "email", "argparse", "subprocess"}
     lazy = {"powercontext_hook_kit.install", f"{module}.integration"}
     assert not loaded & (heavy | lazy), loaded & (heavy | lazy)
+
+
+# ---- the catalog cache (a cold or loaded runtime must not cost Codex's first turn its tools) --
+
+#: Far below the second Codex ``exec`` waits for ``initialize`` + ``tools/list``.
+CACHED_ANSWER_BOUND = 0.5
+TOOLS_LIST = request(2, "tools/list")
+
+
+class CatalogRuntime:
+    """A stub ``/mcp`` that answers the handshake and ``tools/list`` like the runtime, with a
+    given server version, tool names and delay (changeable between bridges)."""
+
+    def __init__(self, version: str, tools: list[str], *, list_changed: bool = False) -> None:
+        self.version = version
+        self.tools = tools
+        self.list_changed = list_changed
+        self.delay = 0.0
+
+    def __call__(self, path: str, body: bytes) -> Reply:
+        message = json.loads(body)
+        if "id" not in message:
+            return Reply(202, b"", delay=self.delay)
+        method = message["method"]
+        if method in ("initialize", "server/discover"):
+            result: dict[str, Any] = {
+                "protocolVersion": message.get("params", {}).get("protocolVersion", MODERN),
+                "capabilities": {"tools": {"listChanged": self.list_changed}},
+                "serverInfo": {"name": "powercontext", "version": self.version},
+            }
+        elif method == "tools/list":
+            result = {"tools": [{"name": name, "inputSchema": {}} for name in self.tools]}
+        else:
+            result = {"content": [], "isError": False}
+        answer = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+        return Reply(200, json.dumps(answer).encode(), delay=self.delay)
+
+
+def catalog_path(tmp_path: Path) -> Path:
+    """Where the Codex bridge of :func:`bridge_env` keeps its cache: no ``PLUGIN_DATA`` reaches
+    a Codex MCP server, so the kit's plugin data dir is ``<XDG_STATE_HOME>/powercontext/codex``."""
+    return tmp_path / "user" / "state" / "powercontext" / "codex" / "mcp-catalog.json"
+
+
+def tool_names(answer: dict[str, Any]) -> list[str]:
+    return [tool["name"] for tool in answer["result"]["tools"]]
+
+
+def prime(bridges: list[BridgeProcess], env: dict[str, str], *messages: dict[str, Any]) -> None:
+    """One session against a warm runtime: its answers are what the cache keeps."""
+    bridge = start(bridges, env)
+    for message in messages or (INITIALIZE, TOOLS_LIST):
+        assert "result" in bridge.ask(message)
+    assert bridge.close() == (0, [])
+
+
+def started(bridges: list[BridgeProcess], env: dict[str, str], **kwargs: Any) -> BridgeProcess:
+    """A bridge that is up and reading (a line that is not JSON is answered without the
+    runtime), so timings below measure the answers, not the interpreter's start."""
+    bridge = start(bridges, env, **kwargs)
+    bridge.send(b"up?")
+    assert bridge.answer()["error"]["code"] == -32700
+    return bridge
+
+
+def timed(bridge: BridgeProcess, message: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    started = time.monotonic()
+    answer = bridge.ask(message)
+    return answer, time.monotonic() - started
+
+
+def test_a_cached_catalog_answers_at_once_while_the_runtime_is_slow_and_is_refreshed(
+    stub_runtime: StubRuntime, stub_home: Path, tmp_path: Path, bridges: list[BridgeProcess]
+) -> None:
+    runtime = CatalogRuntime("1.0", ["search_memory", "remember_memory"])
+    stub_runtime.answer = runtime
+    env = bridge_env(tmp_path, stub_home)
+    prime(bridges, env)
+    path = catalog_path(tmp_path)
+    assert path.stat().st_mode & 0o777 == 0o600
+
+    # A cold (or loaded) runtime: every /mcp answer takes seconds — and lists one more tool.
+    runtime.delay, runtime.version = 3.0, "1.1"
+    runtime.tools = [*runtime.tools, "get_memory_entry"]
+    bridge = started(bridges, env)
+    handshake, first = timed(bridge, INITIALIZE)
+    bridge.send(INITIALIZED)
+    tools, second = timed(bridge, TOOLS_LIST)
+    assert first < CACHED_ANSWER_BOUND and second < CACHED_ANSWER_BOUND, (first, second)
+    assert handshake["result"]["serverInfo"]["version"] == "1.0"  # the runtime's, cached
+    assert handshake["result"]["protocolVersion"] == "2025-06-18"
+    assert tool_names(tools) == ["search_memory", "remember_memory"]
+    # The real requests still went out (the host's own bytes, with the negotiated version) …
+    deadline = time.monotonic() + 10
+    while len(stub_runtime.requests) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    refreshed = [json.loads(r.body) for r in stub_runtime.requests[2:]]
+    assert sorted(str(m.get("id")) for m in refreshed) == ["1", "2", "None"]
+    listed = next(r for r in stub_runtime.requests[2:] if json.loads(r.body).get("id") == 2)
+    assert listed.headers["MCP-Protocol-Version"] == "2025-06-18"
+    # … and their answers refresh the file; nothing more reaches the host (it has its answers,
+    # and was not promised list_changed).
+    assert bridge.close() == (0, [])
+    stored = json.loads(path.read_text())
+    by_method = {entry["method"]: entry for entry in stored["entries"]}
+    assert [t["name"] for t in by_method["tools/list"]["result"]["tools"]] == runtime.tools
+    assert by_method["initialize"]["runtime_version"] == "1.1"
+    # The next session lists the new tool, still at once.
+    runtime.delay = 3.0
+    bridge = started(bridges, env)
+    assert timed(bridge, INITIALIZE)[1] < CACHED_ANSWER_BOUND
+    tools, seconds = timed(bridge, TOOLS_LIST)
+    assert seconds < CACHED_ANSWER_BOUND and tool_names(tools) == runtime.tools
+    bridge.kill()
+
+
+def test_a_changed_tool_list_is_announced_when_the_runtime_promised_list_changed(
+    stub_runtime: StubRuntime, stub_home: Path, tmp_path: Path, bridges: list[BridgeProcess]
+) -> None:
+    runtime = CatalogRuntime("1.0", ["search_memory"], list_changed=True)
+    stub_runtime.answer = runtime
+    env = bridge_env(tmp_path, stub_home)
+    prime(bridges, env)
+    runtime.delay, runtime.tools = 1.0, ["search_memory", "remember_memory"]
+    bridge = start(bridges, env)
+    bridge.ask(INITIALIZE)
+    assert tool_names(bridge.ask(TOOLS_LIST)) == ["search_memory"]
+    assert bridge.answer(timeout=15) == {
+        "jsonrpc": "2.0",
+        "method": "notifications/tools/list_changed",
+    }
+    assert tool_names(bridge.ask(request(3, "tools/list"), timeout=15)) == runtime.tools
+    assert bridge.close() == (0, [])
+
+
+def test_the_per_request_era_discovery_and_tools_come_from_the_cache_too(
+    stub_runtime: StubRuntime, stub_home: Path, tmp_path: Path, bridges: list[BridgeProcess]
+) -> None:
+    runtime = CatalogRuntime("1.0", ["search_memory"])
+    stub_runtime.answer = runtime
+    env = bridge_env(tmp_path, stub_home, CLAUDE_PLUGIN_DATA=str(tmp_path / "claude-data"))
+    discover = request(1, "server/discover", {"_meta": META})
+    modern_tools = request(2, "tools/list", {"_meta": META})
+    bridge = start(bridges, env, module="powercontext_claude_code")
+    bridge.ask(discover)
+    bridge.ask(modern_tools)
+    assert bridge.close() == (0, [])
+    # Claude Code hands its MCP server the plugin's data dir: the cache lives there.
+    assert (tmp_path / "claude-data" / "mcp-catalog.json").is_file()
+
+    runtime.delay = 3.0
+    bridge = started(bridges, env, module="powercontext_claude_code")
+    answer, first = timed(bridge, discover)
+    tools, second = timed(bridge, modern_tools)
+    assert first < CACHED_ANSWER_BOUND and second < CACHED_ANSWER_BOUND, (first, second)
+    assert answer["result"]["serverInfo"]["version"] == "1.0"
+    assert tool_names(tools) == ["search_memory"]
+    # An initialize-era session has no entry yet: it waits for the runtime.
+    answer, seconds = timed(bridge, request(3, "initialize", INITIALIZE["params"]))
+    assert seconds >= 2.5 and "result" in answer
+    bridge.kill()
+
+
+def test_another_token_never_gets_the_cached_catalog_and_neither_token_is_stored(
+    stub_runtime: StubRuntime, stub_home: Path, tmp_path: Path, bridges: list[BridgeProcess]
+) -> None:
+    runtime = CatalogRuntime("1.0", ["search_memory"])
+    stub_runtime.answer = runtime
+    env = bridge_env(tmp_path, stub_home)
+    prime(bridges, env)
+    # `powercontext serve` re-issued the agent token (a reviewer's token would list more).
+    (stub_home / "auth" / "agent-token").write_text("pc_agent_reissued\n")
+    runtime.delay, runtime.tools = 1.0, ["search_memory", "approve_artifact_candidate"]
+    bridge = started(bridges, env)
+    _answer, first = timed(bridge, INITIALIZE)
+    tools, second = timed(bridge, TOOLS_LIST)
+    assert first >= 0.9 and second >= 0.9  # both waited for the runtime: no cache hit
+    assert tool_names(tools) == runtime.tools
+    assert bridge.close() == (0, [])
+    text = catalog_path(tmp_path).read_text()
+    assert "pc_agent_stub" not in text and "pc_agent_reissued" not in text
+    fingerprints = {entry["token"] for entry in json.loads(text)["entries"]}
+    assert len(fingerprints) == 2  # one per token, both salted hashes
+    assert all(len(f) == 64 for f in fingerprints)
+
+
+def test_the_cache_file_holds_no_token_and_no_content(
+    stub_runtime: StubRuntime, stub_home: Path, tmp_path: Path, bridges: list[BridgeProcess]
+) -> None:
+    stub_runtime.answer = CatalogRuntime("1.0", ["search_memory"])
+    env = bridge_env(tmp_path, stub_home)
+    bridge = start(bridges, env)
+    bridge.ask(INITIALIZE)
+    bridge.ask(TOOLS_LIST)
+    secret_scope, secret_text = "acme-scope-SENTINEL", "the deploy password is SENTINEL"
+    bridge.ask(call(3, "search_memory", {"scope_id": secret_scope, "query": secret_text}))
+    bridge.ask(request(4, "tools/list", {"cursor": "page-SENTINEL"}))
+    assert bridge.close() == (0, [])
+    path = catalog_path(tmp_path)
+    text = path.read_text()
+    assert "SENTINEL" not in text and "pc_agent_stub" not in text
+    assert {entry["method"] for entry in json.loads(text)["entries"]} == {
+        "initialize",
+        "tools/list",
+    }
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"\x00not json at all",
+        b'{"schema":"someone.else.v1","entries":[]}',
+        b'{"schema":"powercontext.mcp-catalog.v1","salt":"zz","entries":[]}',
+        b'{"schema":"powercontext.mcp-catalog.v1","salt":"' + b"0" * 32 + b'","entries":[1]}',
+    ],
+    ids=["garbage", "foreign", "bad-salt", "bad-entry"],
+)
+def test_a_corrupt_or_foreign_cache_file_is_ignored_and_replaced(
+    stub_runtime: StubRuntime,
+    stub_home: Path,
+    tmp_path: Path,
+    bridges: list[BridgeProcess],
+    damage: bytes,
+) -> None:
+    runtime = CatalogRuntime("1.0", ["search_memory"])
+    stub_runtime.answer = runtime
+    path = catalog_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(damage)
+    bridge = start(bridges, bridge_env(tmp_path, stub_home))
+    assert bridge.ask(INITIALIZE)["result"]["serverInfo"]["version"] == "1.0"
+    assert tool_names(bridge.ask(TOOLS_LIST)) == ["search_memory"]
+    assert bridge.close() == (0, [])
+    assert bridge.diagnostics() == []  # not even worth a line
+    stored = json.loads(path.read_text())
+    assert stored["schema"] == "powercontext.mcp-catalog.v1"
+    assert {entry["method"] for entry in stored["entries"]} == {"initialize", "tools/list"}
+
+
+def test_a_cache_never_hides_a_runtime_that_is_down(
+    stub_home: Path, tmp_path: Path, bridges: list[BridgeProcess]
+) -> None:
+    """The cache stands in for a *cold* runtime only: with nothing listening the host gets
+    what it gets without a cache (the handshake answered here, tools/list an explanation), so
+    a turn never offers tools that cannot work."""
+    env = bridge_env(tmp_path, stub_home)
+    with running_stub(str(stub_home / "powercontext.sock")) as stub:
+        stub.answer = CatalogRuntime("9.9", ["search_memory"])
+        prime(bridges, env)
+    assert catalog_path(tmp_path).is_file()
+    bridge = start(bridges, env)
+    handshake = bridge.ask(INITIALIZE)
+    assert handshake["result"]["serverInfo"]["version"] == __version__  # the bridge's own
+    error = bridge.ask(TOOLS_LIST)["error"]
+    assert error["code"] == RUNTIME_ERROR and "not reachable" in error["message"]
+    assert bridge.close() == (0, [])
+    assert [line["outcome"] for line in bridge.diagnostics()] == ["server_unavailable"] * 2

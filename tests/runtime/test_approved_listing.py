@@ -15,13 +15,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from powercontext_runtime.composition import Runtime
-from powercontext_runtime.contract.memory import CaptureSourceRequest
 from powercontext_runtime.contract.review import (
     ExperienceArtifact,
     GetArtifactRequest,
     ListArtifactsRequest,
     ProposeSkillRequest,
 )
+from powercontext_runtime.contract.task_results import RecordTaskResultRequest
 from powercontext_runtime.errors import InvalidRequestError, UnavailableError
 from powercontext_runtime.http import create_app
 from powercontext_runtime.store import review as review_store
@@ -37,10 +37,13 @@ SKILL = {
 
 @pytest.fixture
 def rt(runtime: Runtime) -> Runtime:
-    """The backend's runtime with the cited evidence captured (evidence must exist)."""
-    runtime.sources.capture(
-        CaptureSourceRequest(scope_id=SCOPE, source_id=EVIDENCE[0]["source_id"], content="x")
+    """The backend's runtime with the cited task result recorded (evidence must exist)."""
+    runtime.task_results.record(
+        RecordTaskResultRequest.model_validate(
+            {"scope_id": SCOPE, "task_id": "run-42", "task": {"goal": "g", "outcome": "failed"}}
+        )
     )
+    assert EVIDENCE[0]["source_id"] == "task-result/run-42"
     return runtime
 
 
@@ -148,7 +151,8 @@ def test_health_is_the_readiness_answer_without_a_token(
         ready = anonymous.get("/health/ready")
         health = anonymous.get("/health")
         assert (health.status_code, health.json()) == (200, ready.json())
-        assert health.json() == {"status": "ready", "database": "sqlite"}
+        assert health.json()["database"] == "sqlite"
+        assert health.json()["embeddings"]["state"] == "off"
 
         def unwritable(**_: object) -> None:
             raise UnavailableError("the database is read-only")

@@ -344,7 +344,7 @@ def test_recall_skips_versions_delivered_whole_before_the_limit(runtime: Runtime
     delivered = remember(runtime, "Deploy checklist: run the smoke tests first")
     long_text = "Deploy checklist details: " + "check the smoke tests and canaries. " * 80
     truncated = remember(runtime, long_text)
-    plain = remember(runtime, "Deploy checklist lives in docs/deploy.md", tags=[])
+    plain = remember(runtime, "Deploy checklist: the smoke tests live in docs/deploy.md", tags=[])
     response = boot(runtime, max_bytes=1500)
     by_id = {i["citation"]["entry_id"]: i for i in pack_items(response)}
     assert by_id[delivered.entry.citation.entry_id]["truncated"] is False

@@ -157,7 +157,7 @@ def test_receipts_are_listed_without_content_or_ids(runtime: Runtime) -> None:
 def activity(rt: Runtime, now_ms: int, **fields: Any) -> Any:
     service = ActivityService(ActivityStore(rt.db), clock=lambda: now_ms / 1000)
     request = GetActivityRequest.model_validate({"scope_id": SCOPE, **fields})
-    return service.activity(request, PACKS)
+    return service.activity(request, PACKS, rt.embedding_status())
 
 
 def test_activity_counts_by_day_and_never_content(runtime: Runtime) -> None:
@@ -218,6 +218,11 @@ def test_http_pages_need_read_and_report_the_daemons_packs(api: TestClient) -> N
     assert packs["scope"] == "daemon"
     assert {"operation": "prepare_context", "status": "ready", "mode": "fts", "reason": "",
             "count": 1} in packs["counts"]  # fmt: skip
+    # The semantic channel is off here: the Activity page says so rather than hiding it.
+    assert answer.json()["embeddings"] == {
+        "state": "off", "model": None, "pending": None, "pending_capped": False,
+        "vectors": None, "error": None, "last_round": None,
+    }  # fmt: skip
     assert api.post("/v1/activity/get", json={"scope_id": SCOPE, "days": 91}).status_code == 422
     shown = api.post("/v1/context/bootstrap/overview", json={"scope_id": SCOPE})
     assert shown.status_code == 200, shown.text

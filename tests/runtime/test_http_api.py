@@ -91,6 +91,9 @@ def test_openapi_is_served_and_strict(api: TestClient) -> None:
         "withdraw_handoff",
         "set_context_references",
         "get_context_references",
+        "record_task_result",
+        "list_task_results",
+        "get_task_result",
     } == operation_ids
     for name, schema in document["components"]["schemas"].items():
         if schema.get("type") == "object" and name.endswith("Request"):
@@ -103,7 +106,7 @@ def test_capabilities_report_what_this_build_serves(api: TestClient) -> None:
     assert body["bootstrap_versions"] == ["powercontext.bootstrap-context.v1"]
     assert body["bootstrap_profiles"] == ["powercontext.scope-bootstrap.v1"]
     assert body["search_modes"] == ["auto", "fts"]
-    assert body["source_types"] == ["content"]
+    assert body["source_types"] == ["content", "task-result"]
     assert body["memory_extraction"] is True
 
 
@@ -239,7 +242,8 @@ def test_missing_or_wrong_token_is_401(api: TestClient) -> None:
     # Health stays public.
     assert api.get("/health/live", headers={"Authorization": ""}).json() == {"status": "ok"}
     ready = api.get("/health/ready", headers={"Authorization": ""}).json()
-    assert ready == {"status": "ready", "database": "sqlite"}
+    assert ready["status"] == "ready" and ready["database"] == "sqlite"
+    assert ready["embeddings"]["state"] == "off"  # said, not hidden, with the channel off
 
 
 def test_a_token_without_the_scope_is_403(api: TestClient) -> None:

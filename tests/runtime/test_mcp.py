@@ -33,6 +33,7 @@ from powercontext_runtime.http import create_app
 from powercontext_runtime.http.bootstrap_routes import bootstrap_router
 from powercontext_runtime.http.review_routes import review_router
 from powercontext_runtime.http.routes import router
+from powercontext_runtime.http.task_result_routes import task_result_router
 from powercontext_runtime.mcp import NEVER_EXPOSED, TOOLS
 from powercontext_runtime.mcp.server import build_server, call
 
@@ -44,11 +45,12 @@ EXPECTED_TOOLS = {
     "list_experiences", "propose_skill", "get_skill", "list_skills", "list_artifact_candidates",
     "get_artifact_candidate", "approve_artifact_candidate", "reject_artifact_candidate",
     "revise_artifact_candidate", "capture_content_source", "commit_handoff", "get_handoff",
+    "record_task_result", "list_task_results", "get_task_result",
 }  # fmt: skip
 READ_ONLY = {
     "search_memory", "list_memory_entries", "get_memory_entry", "get_experience", "get_skill",
     "list_experiences", "list_skills", "list_artifact_candidates", "get_artifact_candidate",
-    "get_handoff",
+    "get_handoff", "list_task_results", "get_task_result",
 }  # fmt: skip
 MODES = ["auto", "legacy"]
 
@@ -126,7 +128,8 @@ def test_the_table_is_the_allow_list() -> None:
 def test_each_tool_mirrors_its_http_operation() -> None:
     """Same operationId, same request model, same response model as the HTTP route."""
     routes = {r.operation_id: r
-              for r in (*router.routes, *review_router.routes, *bootstrap_router.routes)
+              for r in (*router.routes, *review_router.routes, *bootstrap_router.routes,
+                        *task_result_router.routes)
               if isinstance(r, APIRoute)}  # fmt: skip
     assert "prepare_context" in routes  # served over HTTP, deliberately not over MCP
     for tool in TOOLS:
@@ -203,6 +206,45 @@ def test_remember_search_get_round_trip(sqlite_runtime: Runtime, mode: str) -> N
         assert entry == sqlite_runtime.memory.get(
             _request("get_memory_entry", {"scope_id": SCOPE, "citation": citation})
         ).model_dump(mode="json")
+
+    _run(sqlite_runtime, scenario, mode=mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_record_list_get_a_task_result_and_cite_it(sqlite_runtime: Runtime, mode: str) -> None:
+    """An agent records its task's result, finds it again and cites it in a proposal; the
+    secret in its check's command never comes back."""
+
+    async def scenario(client: Client) -> None:
+        task = {
+            "goal": "Make the nightly import idempotent",
+            "outcome": "failed",
+            "checks": [{"command": "DB_PASSWORD=SENTINEL-mcp-pw make test", "exit_status": 2}],
+        }
+        body = {"scope_id": SCOPE, "task_id": "mcp-run-1", "task": task}
+        recorded = _ok(await client.call_tool("record_task_result", body))
+        assert recorded["source"] == {"name": "task-result", "source_id": "task-result/mcp-run-1"}
+        assert recorded["redactions"] == 1
+        again = _ok(await client.call_tool("record_task_result", body))
+        assert again == recorded  # idempotent: the same position
+        changed = {**body, "task": {**task, "outcome": "succeeded"}}
+        _error(await client.call_tool("record_task_result", changed), "task_result_conflict")
+        listed = _ok(await client.call_tool("list_task_results", {"scope_id": SCOPE}))
+        assert [(r["source"], r["failed_checks"]) for r in listed["task_results"]] == [
+            (recorded["source"], 1)
+        ]
+        found = _ok(await client.call_tool(
+            "get_task_result", {"scope_id": SCOPE, "task_id": "mcp-run-1"}
+        ))  # fmt: skip
+        assert found["task"]["checks"][0]["command"] == "DB_PASSWORD=[REDACTED] make test"
+        _error(await client.call_tool(
+            "get_task_result", {"scope_id": SCOPE, "task_id": "never"}
+        ), "task_result_not_found")  # fmt: skip
+        proposal = {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"}
+        candidate = _ok(await client.call_tool("propose_experience", {
+            "scope_id": SCOPE, "proposal": proposal, "source_refs": [recorded["source"]],
+        }))  # fmt: skip
+        assert candidate["source_refs"] == [recorded["source"]]
 
     _run(sqlite_runtime, scenario, mode=mode)
 

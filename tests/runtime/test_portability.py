@@ -36,6 +36,7 @@ from powercontext_runtime.portability.exporter import export
 from powercontext_runtime.portability.importer import import_file
 from powercontext_runtime.search.analyzer import document_terms
 from powercontext_runtime.settings import Settings
+from powercontext_runtime.store._records import sha256_hex
 from powercontext_runtime.store.activity import DAY_MS, ActivityStore
 from powercontext_runtime.store.database import now_ms
 from powercontext_runtime.store.schema import metadata
@@ -266,6 +267,14 @@ def _bad_files(data: bytes) -> dict[str, tuple[bytes, str, int]]:
     first_version = json.loads(lines[_find(data, "memory_version") - 1])["entry_version_id"]
     first_candidate = json.loads(lines[candidate - 1])["candidate_id"]
     flush_run = _find(data, "flush_run")
+    task_result = next(i + 1 for i, line in enumerate(lines) if b'"name":"task-result"' in line)
+
+    def over_the_cap(record: dict[str, Any]) -> dict[str, Any]:
+        # A consistent payload hash, so only the task result's own check can refuse it.
+        content = json.dumps({"goal": "x" * 2001, "outcome": "failed"})
+        digest = sha256_hex("content-source-v1", content, None)
+        return {**record, "content": content, "payload_hash": digest}
+
     return {
         "damaged line": (
             b"".join([*lines[: version - 1], lines[version - 1][:40] + b"\n", *lines[version:]]),
@@ -320,6 +329,16 @@ def _bad_files(data: bytes) -> dict[str, tuple[bytes, str, int]]:
             "import_invalid",
             flush_run,
         ),
+        "unknown source name": (
+            _edit(data, source, lambda r: {**r, "name": "screenshot"}),
+            "import_invalid",
+            source,
+        ),
+        "task result past a cap": (
+            _edit(data, task_result, over_the_cap),
+            "import_invalid",
+            task_result,
+        ),
         "flush run in a version 1 file": (
             _edit(data, 1, lambda r: {**r, "version": 1}),
             "import_invalid",
@@ -347,6 +366,8 @@ def _bad_files(data: bytes) -> dict[str, tuple[bytes, str, int]]:
         "duplicate candidate id",
         "flush run past the cursor",
         "flush run in a version 1 file",
+        "unknown source name",
+        "task result past a cap",
     ],
 )
 def test_a_bad_file_is_refused_and_nothing_is_written(
@@ -481,7 +502,8 @@ def test_the_flush_history_survives_the_round_trip(
         header = json.loads(data.split(b"\n", 1)[0])
         assert header["version"] == 2 and header["counts"]["flush_runs"] == 2
         runs = [json.loads(line) for line in _lines(data) if b'"type":"flush_run"' in line]
-        assert [(r["from_cursor"], r["to_cursor"]) for r in runs] == [(0, 2), (2, 4)]
+        # The second run passed over the realistic scope's task result (position 4) too.
+        assert [(r["from_cursor"], r["to_cursor"]) for r in runs] == [(0, 2), (2, 5)]
         assert runs[0]["sources"] == 2 and runs[1]["entries"] == 1
 
         assert load(target, data).counts["flush_runs"] == 2
@@ -489,7 +511,7 @@ def test_the_flush_history_survives_the_round_trip(
         # Summed over the days: the two runs fall on two days when a run straddles midnight.
         runs = sum(day.get("flush_runs", 0) for day in before["days"].values())
         flushed = sum(day.get("sources_flushed", 0) for day in before["days"].values())
-        assert (runs, flushed) == (2, 4)
+        assert (runs, flushed) == (2, 5)
         assert activity(target, SHOP) == before  # the Activity page counts the same flushes
         assert without_backend(exported(target)) == without_backend(data)
         assert load(target, data).identical == 1

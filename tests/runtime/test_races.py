@@ -128,7 +128,7 @@ def assert_memory_holds_exactly(rt: Runtime, scope: str, written: list[MemoryWri
 
 def test_32_concurrent_approvals_of_one_version_succeed_once(runtime: Runtime) -> None:
     runtime.sources.capture(
-        CaptureSourceRequest(scope_id=SCOPE, source_id="task-result/run-42", content="result")
+        CaptureSourceRequest(scope_id=SCOPE, source_id="prompt/run-42", content="result")
     )
     candidate = runtime.review.propose_experience(
         ProposeExperienceRequest.model_validate(
@@ -140,7 +140,7 @@ def test_32_concurrent_approvals_of_one_version_succeed_once(runtime: Runtime) -
                     "outcome": "Caught a breaking rename before release",
                     "lesson": "After editing openapi, regenerate the client",
                 },
-                "source_refs": [{"name": "content", "source_id": "task-result/run-42"}],
+                "source_refs": [{"name": "content", "source_id": "prompt/run-42"}],
             }
         )
     )

@@ -12,7 +12,6 @@ from powercontext_runtime.composition import Runtime
 from powercontext_runtime.contract.common import ArtifactRef
 from powercontext_runtime.contract.context import PrepareContextRequest
 from powercontext_runtime.contract.memory import (
-    CaptureSourceRequest,
     RememberMemoryRequest,
     SearchMemoryRequest,
 )
@@ -27,21 +26,23 @@ from powercontext_runtime.contract.review import (
     RejectCandidateRequest,
     ReviseCandidateRequest,
 )
+from powercontext_runtime.contract.task_results import RecordTaskResultRequest
 from powercontext_runtime.errors import ConflictError, InvalidRequestError, NotFoundError
 from powercontext_runtime.services.auth import Principal
 
 SCOPE = "git:example.com/acme/review"
-EVIDENCE = [{"name": "content", "source_id": "task-result/run-42"}]
+#: A recorded task result: what an Experience proposal cites (spec 06 § Task results).
+EVIDENCE = [{"name": "task-result", "source_id": "task-result/run-42"}]
 
 EVERYTHING = Principal.unrestricted()
 
 
 @pytest.fixture
 def runtime(runtime: Runtime) -> Runtime:
-    """The backend's runtime with the cited evidence captured (evidence must exist)."""
-    runtime.sources.capture(
-        CaptureSourceRequest(
-            scope_id=SCOPE, source_id=EVIDENCE[0]["source_id"], content="task result"
+    """The backend's runtime with the cited task result recorded (evidence must exist)."""
+    runtime.task_results.record(
+        RecordTaskResultRequest.model_validate(
+            {"scope_id": SCOPE, "task_id": "run-42", "task": {"goal": "g", "outcome": "failed"}}
         )
     )
     return runtime

@@ -34,7 +34,7 @@ from tests.runtime.test_mcp import _error, _ok, _run
 
 SCOPE = "git:example.com/acme/evidence"
 OTHER = "git:example.com/other-team/secret"
-CAPTURED = "task-result/run-1"
+CAPTURED = "prompt/run-1"
 ELSEWHERE = "only-in-the-other-scope"  # captured in OTHER, never in SCOPE
 
 

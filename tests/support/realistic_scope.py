@@ -32,6 +32,7 @@ from powercontext_runtime.contract.review import (
     ProposeSkillRequest,
     RejectCandidateRequest,
 )
+from powercontext_runtime.contract.task_results import RecordTaskResultRequest
 from powercontext_runtime.services.auth import Principal
 
 EVERYONE = Principal.unrestricted()
@@ -75,7 +76,7 @@ def _handoff(rt: Runtime, scope: str, objective: str, base: HandoffRef | None) -
 
 def populate(rt: Runtime, scope: str, *, referenced: tuple[str, ...] = ()) -> None:
     """Fill ``scope`` with one of everything (deterministic content; ids are random)."""
-    evidence = {"name": "content", "source_id": "task-result/run-42"}
+    evidence = {"name": "content", "source_id": "prompt/run-42"}
     rt.sources.capture(
         CaptureSourceRequest(
             scope_id=scope,
@@ -95,6 +96,29 @@ def populate(rt: Runtime, scope: str, *, referenced: tuple[str, ...] = ()) -> No
     rt.sources.capture(
         CaptureSourceRequest(
             scope_id=scope, source_id="prompt/2", content="not flushed yet: 还没有处理的提示"
+        )
+    )
+    # A recorded task result (a task-result source; its check's token is redacted on the way in).
+    rt.task_results.record(
+        RecordTaskResultRequest.model_validate(
+            {
+                "scope_id": scope,
+                "task_id": "run-43",
+                "task": {
+                    "goal": "Make the nightly importer idempotent",
+                    "outcome": "failed",
+                    "changes": [{"path": "importer/run.py", "added": 12, "removed": 3}],
+                    "checks": [
+                        {
+                            "command": "API_TOKEN=SENTINEL-realistic-token make test",
+                            "exit_status": 1,
+                            "output_tail": "1 failed, 211 passed\n失败：导入重复",
+                        }
+                    ],
+                    "host": "codex",
+                    "session_ref": "session-7",
+                },
+            }
         )
     )
     port = _remember(rt, scope, "fact", "The API listens on port 9090", tags=["api"])

@@ -55,6 +55,7 @@ class ClaudeCodeIntegration(HostIntegration):
     config_dir_var = "CLAUDE_CONFIG_DIR"
     config_dir_name = ".claude"
     version = __version__
+    mcp_data_dir_var = "CLAUDE_PLUGIN_DATA"
     host_user_data = frozenset(
         {
             "projects",

@@ -37,6 +37,7 @@ from powercontext_hook_kit.install import (
     HostIntegration,
     InstallContext,
     InstallError,
+    hook_events_text,
     load_json_object,
     same_tree,
 )
@@ -49,7 +50,11 @@ _APP_SERVER_TIMEOUT = 30.0
 _TRUSTED = "trusted"
 _HOOKS_FILE_KEYS = frozenset({"description", "hooks"})
 #: ``hooks/list`` spells events in camelCase: host event name → Codex's ``eventName``.
-_EVENT_NAMES = {"SessionStart": "sessionStart", "UserPromptSubmit": "userPromptSubmit"}
+_EVENT_NAMES = {
+    "SessionStart": "sessionStart",
+    "UserPromptSubmit": "userPromptSubmit",
+    "Stop": "stop",
+}
 _EVENT_LABELS = {listed: event for event, listed in _EVENT_NAMES.items()}
 
 
@@ -568,7 +573,7 @@ class CodexIntegration(HostIntegration):
                 f"{events} {status}: `codex exec` silently skips untrusted hooks",
                 fix,
             )
-        return Check("trust", "ok", f"trusted ({' and '.join(HOOK_EVENTS.values())})")
+        return Check("trust", "ok", f"trusted ({hook_events_text()})")
 
     def _inspect_files(
         self, ctx: InstallContext, registration: HookRegistration

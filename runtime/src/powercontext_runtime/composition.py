@@ -9,9 +9,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .context.builder import PreparedContextBuilder
+from .contract.system import EmbeddingStatus
 from .embeddings import Embedder
 from .extraction import Extractor, ExtractorLoadError, load_extractor
 from .extraction.directives import DirectivesExtractor
@@ -25,7 +26,8 @@ from .services.context import ContextService
 from .services.flush import FlushService
 from .services.memory import MemoryService
 from .services.review import ReviewService
-from .services.semantic import EmbeddingWorker, SemanticChannel
+from .services.semantic import EmbeddingWorker, SemanticChannel, read_worker_state
+from .services.task_results import TaskResultService
 from .settings import ConfigError, Settings
 from .store.activity import ActivityStore
 from .store.bootstrap import BootstrapStore
@@ -36,11 +38,15 @@ from .store.memory import MemoryStore
 from .store.recall_counts import RecallLedger
 from .store.review import ReviewStore
 from .store.sources import SourceStore
+from .store.task_results import TaskResultStore
 from .store.tokens import TokenStore
 
 __all__ = ["Runtime"]
 
 _log = logging.getLogger("powercontext.runtime")
+
+#: In the data dir: the embedding worker's last round, for the processes that do not run it.
+EMBEDDING_STATE_FILE = "embedding-worker.json"
 
 
 @dataclass
@@ -53,6 +59,7 @@ class Runtime:
     context: ContextService
     flush: FlushService
     sources: SourceStore
+    task_results: TaskResultService
     tokens: TokenStore
     authenticator: Authenticator
     activity: ActivityService
@@ -60,6 +67,8 @@ class Runtime:
     recall: RecallLedger
     #: The semantic recall channel; None unless ``POWERCONTEXT_EMBEDDINGS`` configures it.
     semantic: SemanticChannel | None = None
+    #: This process's embedding worker, once :meth:`embedding_worker` made it.
+    worker: EmbeddingWorker | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, settings: Settings, *, prepare: bool = True) -> Runtime:
@@ -77,6 +86,7 @@ class Runtime:
         memory = MemoryService(memory_store, semantic)
         review = ReviewService(ReviewStore(db, document_terms))
         bootstrap = BootstrapService(BootstrapStore(db))
+        sources = SourceStore(db)
         runtime = cls(
             settings=settings,
             db=db,
@@ -87,7 +97,8 @@ class Runtime:
                 memory, review, bootstrap, PreparedContextBuilder(), snapshot=db.prompt_read
             ),
             flush=FlushService(FlushStore(db, memory_store), extractor),
-            sources=SourceStore(db),
+            sources=sources,
+            task_results=TaskResultService(TaskResultStore(db, sources)),
             tokens=tokens,
             authenticator=Authenticator(tokens),
             activity=ActivityService(ActivityStore(db)),
@@ -142,9 +153,35 @@ class Runtime:
         local writes wake it."""
         if self.semantic is None:
             return None
-        worker = EmbeddingWorker(self.semantic, self.settings.embeddings_interval)
+        worker = EmbeddingWorker(
+            self.semantic,
+            self.settings.embeddings_interval,
+            state_file=self.settings.home / EMBEDDING_STATE_FILE,
+        )
         self.memory.on_write = worker.wake
+        self.worker = worker
         return worker
+
+    def embedding_status(self) -> EmbeddingStatus:
+        """The semantic channel's progress (``doctor``, ``/health/ready``, ``/metrics``, the
+        console's Activity): ``off`` with the channel off. The worker's state is this
+        process's, or, under ``serve --workers N`` (it runs in the supervisor), the one it
+        published in the data dir."""
+        if self.semantic is None:
+            return EmbeddingStatus(
+                state="off",
+                model=None,
+                pending=None,
+                pending_capped=False,
+                vectors=None,
+                error=None,
+                last_round=None,
+            )
+        if self.worker is not None:
+            state = self.worker.state
+        else:
+            state = read_worker_state(self.settings.home / EMBEDDING_STATE_FILE)
+        return self.semantic.status(state)
 
     def backfill_embeddings(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Embed every current active entry version that has no vector for the configured
@@ -239,8 +276,9 @@ def _semantic(settings: Settings, db: Database) -> SemanticChannel | None:
         embedder,
         for_backend(db.backend, embedder.dimension),
         query_timeout=settings.embeddings_query_timeout,
-        search=Admission(search_floor),
-        prepare=Admission(prepare_floor, PREPARE_VECTOR_ONLY),
+        # A cosine adds to a candidate's score from the search floor up, in both (fusion.py).
+        search=Admission(search_floor, None, search_floor),
+        prepare=Admission(prepare_floor, PREPARE_VECTOR_ONLY, search_floor),
         waits_on_network=settings.embeddings == "openai",
     )
 

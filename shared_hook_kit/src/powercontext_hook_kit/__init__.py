@@ -2,7 +2,8 @@
 
 The plugins are thin adapters: they pick a :class:`HostAdapter` (usually
 ``StandardHostAdapter("codex")`` / ``StandardHostAdapter("claude-code")``) and call
-:func:`run_hook_main` for ``hook user-prompt-submit`` / ``hook session-start``. Everything
+:func:`run_hook_main` for ``hook user-prompt-submit`` / ``hook session-start`` / ``hook stop``
+(the turn's task result, :mod:`.task_result`). Everything
 else — settings, scope resolution, the strict pack contracts, the bootstrap receipt store, the
 capture spool, the deadline-bounded loopback transport, content-free diagnostics and the process
 contract (one JSON object or nothing, exit 0) — lives here once.
@@ -33,21 +34,26 @@ _EXPORTS: dict[str, str] = {
         "contract",
     ),
     **dict.fromkeys(["OUTCOMES", "Diagnostics", "outcome_for"], "diagnostics"),
-    **dict.fromkeys(["prompt_source_id", "session_start", "user_prompt_submit"], "flows"),
+    **dict.fromkeys(
+        ["prompt_source_id", "record_task_result", "session_start", "user_prompt_submit"], "flows"
+    ),
     **dict.fromkeys(
         [
             "SESSION_START",
+            "STOP",
             "USER_PROMPT_SUBMIT",
             "HostAdapter",
             "HostInfo",
             "PromptEvent",
             "SessionStartEvent",
             "StandardHostAdapter",
+            "StopEvent",
             "hook_output",
         ],
         "host",
     ),
     "ReceiptStore": "receipts",
+    **dict.fromkeys(["TurnRef", "build_task_result", "parse_transcript"], "task_result"),
     **dict.fromkeys(["CaptureSpool", "SpoolStatus", "spool_status"], "spool"),
     **dict.fromkeys(["HOOK_NAMES", "run_hook", "run_hook_main"], "runner"),
     **dict.fromkeys(

@@ -1,7 +1,7 @@
 """``python -m powercontext_hook_kit hook <host> <hook>`` / ``mcp <host>``: run a hook, or the
 MCP bridge, by hand or from a test.
 
-``<hook>`` is ``user-prompt-submit`` or ``session-start`` (:data:`~.runner.HOOK_NAMES`).
+``<hook>`` is ``user-prompt-submit``, ``session-start`` or ``stop`` (:data:`~.runner.HOOK_NAMES`).
 
 Uses :class:`StandardHostAdapter`, which fits both Codex CLI and Claude Code. Like every hook
 entry point it exits 0 even on a usage error: a misregistered hook must never block a prompt.

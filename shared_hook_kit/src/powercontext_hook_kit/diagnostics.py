@@ -36,6 +36,8 @@ Event = Literal[
     "context_bootstrap",
     "bootstrap_receipt",
     "handoff_lookup",
+    "task_result",
+    "task_result_spool",
 ]
 
 Outcome = Literal[
@@ -54,19 +56,23 @@ Outcome = Literal[
     "flushed",
     "spooled",
     "delivered",
+    "recorded",
+    "no_task_result",
 ]
 
 #: Every outcome a line can carry. The first nine are spec 07's closed set; ``dropped`` (the
 #: capture spool gave prompts up: full, expired, refused by the runtime, or not writable) is the
-#: kit's one addition to it; ``injected``, ``captured``, ``flushed``, ``spooled`` and
-#: ``delivered`` describe success and are only ever written when debugging is on.
+#: kit's one addition to it; ``no_task_result`` (the Stop hook found no turn to record in the
+#: host's transcript: unreadable, malformed, or a turn without a request) is the task-result
+#: hook's; ``injected``, ``captured``, ``flushed``, ``spooled``, ``delivered`` and
+#: ``recorded`` describe success and are only ever written when debugging is on.
 OUTCOMES: frozenset[str] = frozenset(Outcome.__args__)  # type: ignore[attr-defined]
 
 #: Outcomes that are normal operation, so they are silent unless debugging: a successful
 #: injection or capture, a prompt kept in (or delivered from) the capture spool, and a feature
 #: the user switched off (one line per prompt would be noise).
 DEBUG_ONLY_OUTCOMES: frozenset[str] = frozenset(
-    {"injected", "captured", "flushed", "spooled", "delivered", "disabled"}
+    {"injected", "captured", "flushed", "spooled", "delivered", "recorded", "disabled"}
 )
 
 LOG_FILE_NAME = "diagnostics.log"
@@ -106,8 +112,8 @@ class _Line(msgspec.Struct, omit_defaults=True):
     context_status: str | None = None
     content_bytes: int | None = None
     duration_ms: int | None = None
-    # ``capture_spool`` only: prompts kept, delivered and given up in this run, and how many
-    # wait in the spool afterwards. Counts, never what the prompts were.
+    # ``capture_spool`` / ``task_result_spool`` only: requests kept, delivered and given up in
+    # this run, and how many wait in the spool afterwards. Counts, never what they held.
     spooled: int | None = None
     delivered: int | None = None
     dropped: int | None = None

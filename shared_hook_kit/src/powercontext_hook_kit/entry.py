@@ -26,7 +26,7 @@ def prepare_interpreter() -> None:
 
 
 def run_hook_process(host: str, hook: str, options: Sequence[str] = ()) -> int:
-    """Run ``hook`` (``user-prompt-submit`` / ``session-start``) for a known ``host``;
+    """Run ``hook`` (``user-prompt-submit`` / ``session-start`` / ``stop``) for a known ``host``;
     ``options`` are what ``install`` wrote after the hook name (``--bootstrap``).
 
     Always returns 0, like every hook entry: an unknown hook name is recorded as skipped.

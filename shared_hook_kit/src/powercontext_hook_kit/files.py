@@ -15,7 +15,12 @@ import os
 import stat
 from contextlib import suppress
 
-__all__ = ["NONBLOCKING_READ_FLAGS", "read_regular_file", "replace_with_private_file"]
+__all__ = [
+    "NONBLOCKING_READ_FLAGS",
+    "read_regular_file",
+    "read_regular_file_tail",
+    "replace_with_private_file",
+]
 
 #: ``O_NONBLOCK``: an open that would wait (a FIFO without writer, some devices) returns at once;
 #: ``O_NOCTTY``: a terminal never becomes the hook's controlling terminal.
@@ -83,3 +88,38 @@ def replace_with_private_file(temporary: str, path: str, data: bytes) -> None:
         with suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def read_regular_file_tail(path: str, limit: int) -> tuple[bytes, bool] | None:
+    """The last ``limit`` bytes of the regular file at ``path`` and whether that is all of it,
+    or ``None`` (missing, unreadable, not a regular file).
+
+    For files that only ever grow at the end (host transcripts): what happened last is what a
+    hook wants, and the read stays bounded however long the session ran. Opened like
+    :func:`read_regular_file` — non-blocking, type checked on the descriptor — and raises
+    nothing for I/O errors.
+    """
+    try:
+        fd = os.open(path, NONBLOCKING_READ_FLAGS)
+    except (OSError, ValueError):
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        start = max(info.st_size - limit, 0)
+        if start:
+            os.lseek(fd, start, os.SEEK_SET)
+        chunks: list[bytes] = []
+        size = 0
+        while size < limit:
+            chunk = os.read(fd, limit - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks), start == 0
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

@@ -34,7 +34,7 @@ from .contract import (
 )
 from .diagnostics import Diagnostics, Event, Outcome, outcome_for
 from .digest import sha256, text_sha256
-from .host import USER_PROMPT_SUBMIT, HostInfo, PromptEvent, SessionStartEvent
+from .host import USER_PROMPT_SUBMIT, HostInfo, PromptEvent, SessionStartEvent, StopEvent
 from .receipts import ReceiptStore
 from .scope import ScopeError, resolve_scope
 from .settings import HookSettings
@@ -53,8 +53,10 @@ __all__ = [
     "QUERY_MAX_CHARS",
     "RECEIPTS_PATH",
     "SOURCE_CONTENT_MAX_CHARS",
+    "TASK_RESULT_PATH",
     "bootstrap_event_id",
     "prompt_source_id",
+    "record_task_result",
     "session_start",
     "user_prompt_submit",
 ]
@@ -72,6 +74,8 @@ BOOTSTRAP_LIFECYCLES: frozenset[str] = frozenset(
 EVENT_ID_MAX_CHARS = 256
 CAPTURE_PATH = "/v1/sources/content"
 FLUSH_PATH = "/v1/memory/flush"
+#: ``record_task_result`` (issue #31): 201 new, 200 the same task id and payload again.
+TASK_RESULT_PATH = "/v1/task-results/record"
 QUERY_MAX_CHARS = 8192
 SOURCE_CONTENT_MAX_CHARS = 200_000
 #: Stay under the runtime's default 1 MiB request limit even for escape-heavy prompts.
@@ -203,9 +207,19 @@ def _capture_body(host: str, scope_id: str, source_id: str, prompt: str) -> byte
 class _SpoolRun:
     """What this hook run did with the capture spool, for its one ``capture_spool`` line."""
 
-    __slots__ = ("delivered", "dropped", "failure", "pending", "spooled", "started", "touched")
+    __slots__ = (
+        "delivered",
+        "dropped",
+        "event",
+        "failure",
+        "pending",
+        "spooled",
+        "started",
+        "touched",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, event: Event = "capture_spool") -> None:
+        self.event: Event = event
         self.started = time.monotonic()
         self.touched = False  # anything to report at all
         self.spooled = 0
@@ -233,7 +247,7 @@ class _SpoolRun:
         else:
             return
         diagnostics.record(
-            "capture_spool",
+            self.event,
             outcome,
             http_status=status,
             duration_ms=_elapsed_ms(self.started),
@@ -252,9 +266,9 @@ def _spool_prompt(spool: CaptureSpool, body: bytes, run: _SpoolRun) -> None:
     run.pending = report.pending
 
 
-def _delivery_verdict(result: HttpOutcome) -> Verdict:
+def _delivery_verdict(result: HttpOutcome, accepted: frozenset[int] = frozenset({202})) -> Verdict:
     if isinstance(result, HttpResponse):
-        if result.status == 202:
+        if result.status in accepted:
             return "delivered"
         if result.status in _NEVER_ACCEPTED:
             return "rejected"
@@ -267,17 +281,22 @@ def _delivery_verdict(result: HttpOutcome) -> Verdict:
 
 
 def _deliver_spool(
-    spool: CaptureSpool, settings: HookSettings, deadline: Deadline, run: _SpoolRun
+    spool: CaptureSpool,
+    settings: HookSettings,
+    deadline: Deadline,
+    run: _SpoolRun,
+    *,
+    path: str = CAPTURE_PATH,
+    accepted: frozenset[int] = frozenset({202}),
 ) -> bool:
-    """Send the spooled captures, oldest first, within :data:`SPOOL_DELIVERY_SECONDS` and the
-    deadline; whether entries remain (or another process is delivering them)."""
+    """Send the spooled requests to ``path``, oldest first, within
+    :data:`SPOOL_DELIVERY_SECONDS` and the deadline; whether entries remain (or another process
+    is delivering them). ``accepted`` are the statuses that acknowledge one."""
     window = Deadline(min(deadline.at, time.monotonic() + SPOOL_DELIVERY_SECONDS))
 
     def send(body: bytes) -> Verdict:
-        result = post_json(
-            settings.endpoint, CAPTURE_PATH, body, token=settings.token, deadline=window
-        )
-        verdict = _delivery_verdict(result)
+        result = post_json(settings.endpoint, path, body, token=settings.token, deadline=window)
+        verdict = _delivery_verdict(result, accepted)
         if verdict in ("deferred", "failed"):
             run.failure = result
         return verdict
@@ -691,3 +710,90 @@ def _claim_and_deliver(
     if receipts is not None:
         receipts.put(session_id, receipt_id)  # failure only costs one de-duplication
     return content
+
+
+# --- Stop: the turn's task result ----------------------------------------------------------------
+
+#: ``record_task_result`` acknowledges with 201 (new) or 200 (the same id and payload again).
+_TASK_RESULT_ACCEPTED: frozenset[int] = frozenset({200, 201})
+
+
+def record_task_result(
+    event: StopEvent,
+    host: HostInfo,
+    settings: HookSettings,
+    diagnostics: Diagnostics,
+    deadline: Deadline,
+    *,
+    spool: CaptureSpool | None = None,
+) -> bool:
+    """Record the bounded task result of the turn that just ended; whether the runtime took it.
+
+    Resolve the scope → build the body from the host's transcript (:mod:`.task_result`: one
+    bounded read, nothing beyond the contract's bounded fields) → deliver what the task-result
+    ``spool`` holds → post this one, or keep it in the spool behind a backlog or while the
+    runtime is unavailable (refused, missing socket, timeout, 5xx). The body is idempotent by
+    its derived ``task_id``, so a resend is harmless. Off with ``record_task_results``; nothing
+    is spooled with ``capture_spool`` off. One ``task_result`` line at most (plus the spool's);
+    never raises for runtime behaviour or for what the transcript holds.
+    """
+    if not settings.record_task_results:
+        diagnostics.record("task_result", "disabled")
+        return False
+    if event.transcript_path is None or event.cwd is None:
+        diagnostics.record("task_result", "skipped")
+        return False
+    try:
+        scope_id = resolve_scope(event.cwd, settings.scope_id, deadline=deadline)
+    except ScopeError:
+        scope_id = None
+    if scope_id is None:
+        diagnostics.record("task_result", "skipped")
+        return False
+    from .task_result import TurnRef, build_task_result  # only the Stop hook needs it
+
+    start = time.monotonic()
+    body = build_task_result(
+        event.transcript_path,
+        host.name,
+        TurnRef(session_id=event.session_id, turn_id=event.turn_id),
+        scope_id,
+        cwd=event.cwd,
+    )
+    if body is None:
+        diagnostics.record("task_result", "no_task_result", duration_ms=_elapsed_ms(start))
+        return False
+    run = _SpoolRun("task_result_spool")
+    can_spool = spool is not None and settings.capture_spool
+    try:
+        backlog = False
+        if spool is not None:
+            backlog = _deliver_spool(
+                spool,
+                settings,
+                deadline,
+                run,
+                path=TASK_RESULT_PATH,
+                accepted=_TASK_RESULT_ACCEPTED,
+            )
+        if backlog and spool is not None and can_spool:
+            _spool_prompt(spool, body, run)  # behind the waiting ones: order is kept
+            diagnostics.record("task_result", "spooled", duration_ms=_elapsed_ms(start))
+            return False
+        result = post_json(
+            settings.endpoint, TASK_RESULT_PATH, body, token=settings.token, deadline=deadline
+        )
+        if isinstance(result, HttpResponse) and result.status in _TASK_RESULT_ACCEPTED:
+            diagnostics.record(
+                "task_result",
+                "recorded",
+                http_status=result.status,
+                duration_ms=_elapsed_ms(start),
+            )
+            return True
+        _fail("task_result", result, diagnostics, start)
+        if spool is not None and can_spool and outcome_for(result) == "server_unavailable":
+            _spool_prompt(spool, body, run)
+        return False
+    finally:
+        run.record(diagnostics)

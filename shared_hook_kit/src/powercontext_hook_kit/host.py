@@ -18,17 +18,21 @@ import msgspec
 
 __all__ = [
     "SESSION_START",
+    "STOP",
     "USER_PROMPT_SUBMIT",
     "HostAdapter",
     "HostInfo",
     "PromptEvent",
     "SessionStartEvent",
     "StandardHostAdapter",
+    "StopEvent",
     "hook_output",
 ]
 
 USER_PROMPT_SUBMIT = "UserPromptSubmit"
 SESSION_START = "SessionStart"
+#: End of a turn in both hosts (docs/decisions/real-host-facts.md § 11): the task-result hook.
+STOP = "Stop"
 
 _HOST_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 _MAX_ID_CHARS = 1024
@@ -69,6 +73,19 @@ class SessionStartEvent(msgspec.Struct, frozen=True):
     source: str | None
 
 
+class StopEvent(msgspec.Struct, frozen=True):
+    """The host-neutral fields of a ``Stop`` (end of turn) event; ``None`` when absent.
+
+    ``turn_id`` is the host's id of the turn that ended (Codex ``turn_id``, Claude Code
+    ``prompt_id``); ``transcript_path`` the host's own transcript file, only if absolute.
+    """
+
+    session_id: str | None
+    cwd: str | None
+    transcript_path: str | None
+    turn_id: str | None = None
+
+
 @runtime_checkable
 class HostAdapter(Protocol):
     """How one host's hook events are read and its output is written."""
@@ -88,6 +105,10 @@ class HostAdapter(Protocol):
 
     def session_start_event(self, payload: Mapping[str, Any]) -> SessionStartEvent:
         """Extract the session id, working directory and lifecycle source of a SessionStart."""
+        ...
+
+    def stop_event(self, payload: Mapping[str, Any]) -> StopEvent:
+        """Extract the session, turn, working directory and transcript of a Stop event."""
         ...
 
     def render_output(self, hook_event_name: str, additional_context: str) -> bytes:
@@ -169,6 +190,22 @@ class StandardHostAdapter:
             session_id=_text(payload.get("session_id"), _MAX_ID_CHARS),
             cwd=_cwd(payload),
             source=_text(payload.get("source"), 64),
+        )
+
+    def stop_event(self, payload: Mapping[str, Any]) -> StopEvent:
+        turn_id = None
+        for field in self._turn_id_fields:
+            turn_id = _text(payload.get(field), _MAX_ID_CHARS)
+            if turn_id is not None:
+                break
+        transcript = _text(payload.get("transcript_path"), 4096)
+        if transcript is not None and (not os.path.isabs(transcript) or "\x00" in transcript):
+            transcript = None
+        return StopEvent(
+            session_id=_text(payload.get("session_id"), _MAX_ID_CHARS),
+            cwd=_cwd(payload),
+            transcript_path=transcript,
+            turn_id=turn_id,
         )
 
     def render_output(self, hook_event_name: str, additional_context: str) -> bytes:

@@ -48,6 +48,22 @@ for a long memory listing), :data:`CALL_DEADLINE_SECONDS` per ``tools/call`` and
 :data:`DEADLINE_SECONDS` for anything else, at most :data:`MAX_IN_FLIGHT` requests at once
 (the host may call tools in parallel; reading stops while all are busy).
 
+Catalog cache (:mod:`.mcp_catalog`): Codex ``exec`` leaves out of its first model request any
+MCP server that has not answered ``initialize`` + ``tools/list`` within about a second, and the
+runtime loads its MCP SDK only on the first ``/mcp`` request (seconds on a loaded machine). So
+the runtime's answers to ``initialize`` (per requested version), ``server/discover`` (the
+per-request era) and ``tools/list`` (first page, per protocol version) are kept in the plugin's
+data dir, keyed by endpoint, token fingerprint, method and version. On a match the real request
+still goes out, on its own thread; as soon as the runtime has *taken* it (the request is written
+to its socket: it is there, only perhaps cold) the host gets the cached answer, and the real
+answer, when it arrives, refreshes the file. The cache hides the runtime's warmth, never its
+absence: when the request cannot be delivered (runtime down, socket refused) the host gets what
+it gets without a cache — the handshake answered here, ``tools/list`` an error — so a turn never
+offers tools that cannot work. A changed tool list reaches the host at once only when the
+answer it got said ``listChanged`` (then ``notifications/tools/list_changed`` is sent);
+otherwise the next session lists it. ``tools/call`` and everything else always go to the
+runtime. ``install`` and ``doctor`` prime the file by running this very bridge.
+
 Start-up matters (a host starts this process with every session), so only what the hooks
 already import is imported here: no ``httpx``, no ``http.client``, no ``asyncio``.
 """
@@ -60,13 +76,20 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO, TextIO
 
 from . import __version__
 from .diagnostics import outcome_for
 from .files import read_regular_file
-from .settings import HookSettings, SettingsError, agent_token_file, config_file_path
+from .mcp_catalog import ToolCatalog
+from .settings import (
+    HookSettings,
+    SettingsError,
+    agent_token_file,
+    config_file_path,
+    plugin_data_dir,
+)
 from .transport import HttpFailure, HttpResponse, describe_endpoint, exchange
 
 __all__ = [
@@ -75,6 +98,7 @@ __all__ = [
     "MAX_IN_FLIGHT",
     "MAX_MESSAGE_BYTES",
     "PARSE_ERROR",
+    "REACH_SECONDS",
     "RUNTIME_ERROR",
     "SETTINGS_VARIABLES",
     "Bridge",
@@ -93,6 +117,10 @@ CALL_DEADLINE_SECONDS = 60.0
 DEADLINE_SECONDS = 5.0
 #: Requests forwarded at the same time.
 MAX_IN_FLIGHT = 4
+#: A cached answer waits at most this long to learn whether the runtime took the real request
+#: (milliseconds when it is there, and a refused connection fails at once): long enough to
+#: tell "down" from "cold", short next to Codex's one second.
+REACH_SECONDS = 0.25
 #: The variables the bridge's settings read. Codex starts MCP servers with a minimal
 #: environment (``HOME``, ``PATH``, ``LANG``… only), so its ``.mcp.json`` forwards these by name
 #: (``env_vars``); Claude Code passes its whole environment.
@@ -119,6 +147,9 @@ _VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
 #: Per-request-era methods whose name the SDK also expects in the ``Mcp-Name`` header.
 _NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _INLINE_METHODS = frozenset({"initialize", "server/discover"})
+#: The answers the catalog cache keeps (see the module docstring).
+_CACHED_METHODS = frozenset({"initialize", "server/discover", "tools/list"})
+_LIST_CHANGED = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}'
 
 _UNREACHABLE = {
     "connection_failed": (
@@ -232,6 +263,50 @@ def _envelope_code(body: bytes) -> str | None:
     return code if isinstance(code, str) and code.isascii() and len(code) <= 64 else None
 
 
+def _result_of(line: bytes) -> dict[str, Any] | None:
+    """The ``result`` object of a JSON-RPC answer line, or ``None``."""
+    try:
+        result = json.loads(line).get("result")
+    except (ValueError, AttributeError):
+        return None
+    return result if isinstance(result, dict) else None
+
+
+def _says_list_changed(result: dict[str, Any]) -> bool:
+    """Whether a handshake result promised ``notifications/tools/list_changed``."""
+    capabilities = result.get("capabilities")
+    tools = capabilities.get("tools") if isinstance(capabilities, dict) else None
+    return isinstance(tools, dict) and tools.get("listChanged") is True
+
+
+class _Key:
+    """What a cached answer is filed under: endpoint, token, method, protocol version (its
+    ``repr`` never shows the token)."""
+
+    __slots__ = ("endpoint", "method", "protocol", "token")
+
+    def __init__(self, endpoint: str, token: str | None, method: str, protocol: str) -> None:
+        self.endpoint = endpoint
+        self.token = token
+        self.method = method
+        self.protocol = protocol
+
+    def __repr__(self) -> str:
+        return f"_Key({self.endpoint!r}, <token>, {self.method!r}, {self.protocol!r})"
+
+
+class _Refresh:
+    """The real request behind a cached answer: whoever comes second — the host's answer or
+    the runtime's — handles the other's outcome, under :attr:`lock`."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.settled = threading.Event()  # the runtime took the request, or it is over
+        self.result: list[bytes] | _Failure | None = None
+        self.done = False
+        self.served_from_cache = False
+
+
 def _jsonrpc_body(body: bytes) -> bool:
     """Whether a non-2xx body is itself a JSON-RPC answer (the SDK's protocol errors)."""
     try:
@@ -257,9 +332,14 @@ class Bridge:
         self._stderr = stderr
         self._write_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(MAX_IN_FLIGHT)
+        self._workers_lock = threading.Lock()
         self._workers: list[threading.Thread] = []
         self._negotiated: str | None = None
         self.closed = False  # stdout is gone: the host stopped listening
+        self.catalog = ToolCatalog(lambda: plugin_data_dir(host, self.env))
+        self._reached = threading.Event()  # the runtime took a request in this session
+        self._runtime_version: str | None = None  # serverInfo.version, for the cache file
+        self._list_changed = False  # the handshake the host got promised list_changed
 
     # ---- the loop ----------------------------------------------------------------------
 
@@ -277,9 +357,26 @@ class Bridge:
                 )
                 continue
             self.handle_line(line)
-        for worker in self._workers:
-            worker.join()
+        self._join_all()
         return 0
+
+    def _start(self, target: Any, *args: Any) -> None:
+        """Run ``target`` on a thread that end of input waits for."""
+        worker = threading.Thread(target=target, args=args, daemon=True)
+        with self._workers_lock:
+            self._workers = [w for w in self._workers if w.is_alive()]
+            self._workers.append(worker)
+        worker.start()
+
+    def _join_all(self) -> None:
+        """Wait for every request in flight, and every cache refresh they started."""
+        while True:
+            with self._workers_lock:
+                pending = [w for w in self._workers if w.is_alive()]
+            if not pending:
+                return
+            for worker in pending:
+                worker.join()
 
     def handle_line(self, line: bytes) -> None:
         text = line.strip()
@@ -293,20 +390,17 @@ class Bridge:
         if isinstance(message, dict) and message.get("method") in _INLINE_METHODS:
             # The handshake is answered before the next line is read, so every later request
             # already carries the negotiated protocol version.
-            self._write_all(self._forward(message, text))
+            self._write_all(self._answer(message, text))
             return
         self._slots.acquire()
-        worker = threading.Thread(target=self._work, args=(message, text), daemon=True)
-        self._workers = [w for w in self._workers if w.is_alive()]
-        self._workers.append(worker)
-        worker.start()
+        self._start(self._work, message, text)
 
     def _work(self, message: Any, raw: bytes) -> None:
         try:
             if isinstance(message, list):
                 self._batch(message)
             else:
-                self._write_all(self._forward(message, raw))
+                self._write_all(self._answer(message, raw))
         finally:
             self._slots.release()
 
@@ -323,46 +417,212 @@ class Bridge:
 
     # ---- one message ---------------------------------------------------------------------
 
-    def _forward(self, message: Any, raw: bytes) -> list[bytes]:
+    def _answer(self, message: Any, raw: bytes) -> list[bytes]:
+        """The lines to write for one message: from the catalog cache when it holds the answer
+        (and the runtime took the real request, which refreshes the cache), else forwarded."""
+        if not isinstance(message, dict) or message.get("method") not in _CACHED_METHODS:
+            return self._forward(message, raw)
+        try:
+            settings: HookSettings | None = HookSettings.load(self.host, self.env)
+        except SettingsError:
+            settings = None  # _forward explains it
+        key = self._cache_key(message, settings) if settings is not None else None
+        cached = (
+            self.catalog.get(key.endpoint, key.token, key.method, key.protocol)
+            if key is not None
+            else None
+        )
+        if settings is None or key is None or cached is None or not cached.startswith(b"{"):
+            return self._forward(message, raw, settings, key)
+        refresh = _Refresh()
+        started = time.monotonic()
+        self._start(self._refresh, message, raw, settings, key, cached, refresh, started)
+        if not self._reached.is_set():
+            refresh.settled.wait(REACH_SECONDS)
+        with refresh.lock:
+            result = refresh.result if refresh.done else None
+            refresh.served_from_cache = result is None
+        if result is not None:  # over already: the runtime's own answer, or its failure
+            return self._finish(message, result, started)
+        line = b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (_dump(message.get("id")), cached)
+        self._note_served(message, line)
+        return [line]
+
+    def _refresh(
+        self,
+        message: dict[str, Any],
+        raw: bytes,
+        settings: HookSettings,
+        key: _Key,
+        cached: bytes,
+        refresh: _Refresh,
+        started: float,
+    ) -> None:
+        """The real request behind a cached answer (its answer refreshes the cache)."""
+        result: list[bytes] | _Failure
+        try:
+            result = self._fetch(message, raw, settings, key, on_sent=refresh.settled.set)
+        except Exception:  # a refresh must never take the bridge down (nor hang the host)
+            result = _Failure("the cache refresh failed", "invalid_response")
+        with refresh.lock:
+            refresh.result = result
+            refresh.done = True
+            served_from_cache = refresh.served_from_cache
+        refresh.settled.set()
+        if not served_from_cache:
+            return  # the host got this very result (see _answer)
+        if isinstance(result, _Failure):
+            self._diagnose(result.outcome, result.http_status, started)
+            return
+        fresh = _result_of(result[0]) if result else None
+        if (
+            key.method == "tools/list"
+            and self._list_changed
+            and fresh is not None
+            and fresh != _result_of(b'{"result":%s}' % cached)
+        ):
+            self._write(_LIST_CHANGED)
+
+    def _cache_key(self, message: dict[str, Any], settings: HookSettings) -> _Key | None:
+        """The cache key of a request whose answer may be cached, else ``None``: the protocol
+        version is the per-request era's ``_meta`` one, the version ``initialize`` asks for,
+        or the one the handshake negotiated; ``tools/list`` only without a cursor."""
+        method = message.get("method")
+        if method not in _CACHED_METHODS or "id" not in message:
+            return None
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        meta = params.get("_meta")
+        version = meta.get(_VERSION_META_KEY) if isinstance(meta, dict) else None
+        if version is None and method == "initialize":
+            version = params.get("protocolVersion")
+        elif version is None and method == "tools/list":
+            version = self._negotiated
+        if not isinstance(version, str) or not _header_safe(version) or len(version) > 64:
+            return None
+        if method == "tools/list" and params.get("cursor") is not None:
+            return None
+        return _Key(describe_endpoint(settings.endpoint), settings.token, method, version)
+
+    def _store(self, key: _Key, line: bytes) -> None:
+        """Keep a successful answer in the cache (a first page of tools only)."""
+        result = _result_of(line)
+        if result is None or (key.method == "tools/list" and "nextCursor" in result):
+            return
+        if key.method != "tools/list":
+            meta = result.get("_meta")  # the per-request era files it under _meta
+            info = result.get("serverInfo") or (
+                meta.get("io.modelcontextprotocol/serverInfo") if isinstance(meta, dict) else None
+            )
+            version = info.get("version") if isinstance(info, dict) else None
+            if isinstance(version, str) and len(version) <= 64:
+                self._runtime_version = version
+        self.catalog.put(
+            key.endpoint, key.token, key.method, key.protocol, _dump(result), self._runtime_version
+        )
+
+    def _note_served(self, message: dict[str, Any], line: bytes) -> None:
+        """What the session must remember of an answer the host got: the negotiated version,
+        and whether the server promised ``list_changed``."""
+        method = message.get("method")
+        if method == "initialize":
+            self._remember_version(line)
+        if method in _INLINE_METHODS:
+            result = _result_of(line)
+            self._list_changed = result is not None and _says_list_changed(result)
+
+    def _forward(
+        self,
+        message: Any,
+        raw: bytes,
+        settings: HookSettings | None = None,
+        key: _Key | None = None,
+    ) -> list[bytes]:
         """The lines to write for one message: the runtime's answer, an error, or nothing."""
         if not isinstance(message, dict):
             return [_error(None, INVALID_REQUEST, "invalid request: not a JSON-RPC message")]
+        started = time.monotonic()
+        try:
+            if settings is None:
+                settings = self._settings()
+            if key is None:
+                key = self._cache_key(message, settings)
+            result: list[bytes] | _Failure = self._fetch(message, raw, settings, key)
+        except _Failure as failure:
+            result = failure
+        return self._finish(message, result, started)
+
+    def _finish(
+        self, message: dict[str, Any], result: list[bytes] | _Failure, started: float
+    ) -> list[bytes]:
+        """The host's lines for a fetch's outcome; a failure is diagnosed and explained."""
         method = message.get("method")
         expects_answer = isinstance(method, str) and "id" in message
         message_id = message.get("id") if expects_answer else None
-        started = time.monotonic()
+        if isinstance(result, _Failure):
+            self._diagnose(result.outcome, result.http_status, started)
+            if not expects_answer:
+                return []
+            if method in _INLINE_METHODS:
+                return [self._local_handshake(message, message_id)]
+            data: dict[str, Any] = {"outcome": result.outcome}
+            if result.http_status is not None:
+                data["http_status"] = result.http_status
+            return [_error(message_id, RUNTIME_ERROR, result.message, data)]
+        if not expects_answer:
+            return []
+        self._note_served(message, result[0])
+        return result
+
+    def _fetch(
+        self,
+        message: dict[str, Any],
+        raw: bytes,
+        settings: HookSettings,
+        key: _Key | None,
+        on_sent: Callable[[], None] | None = None,
+    ) -> list[bytes] | _Failure:
+        """One exchange with the runtime: its answer lines (kept in the cache when ``key`` says
+        so), or why there are none. Touches no session state, so it may run in the
+        background."""
+        method = message.get("method")
+        expects_answer = isinstance(method, str) and "id" in message
         try:
-            lines = self._exchange(message, raw, method)
+            lines = self._exchange(message, raw, method, settings, on_sent)
             if expects_answer and not lines:
                 raise _Failure(
                     "the PowerContext runtime accepted the request without answering it",
                     "invalid_response",
                 )
         except _Failure as failure:
-            self._diagnose(failure.outcome, failure.http_status, started)
-            if not expects_answer:
-                return []
-            if method in _INLINE_METHODS:
-                return [self._local_handshake(message, message_id)]
-            data: dict[str, Any] = {"outcome": failure.outcome}
-            if failure.http_status is not None:
-                data["http_status"] = failure.http_status
-            return [_error(message_id, RUNTIME_ERROR, failure.message, data)]
-        if not expects_answer:
-            return []
-        if method == "initialize":
-            self._remember_version(lines[0])
+            return failure
+        if key is not None and lines:
+            self._store(key, lines[0])
         return lines
 
-    def _exchange(self, message: dict[str, Any], raw: bytes, method: Any) -> list[bytes]:
+    def _settings(self) -> HookSettings:
         try:
-            settings = HookSettings.load(self.host, self.env)
+            return HookSettings.load(self.host, self.env)
         except SettingsError as exc:
             raise _Failure(
                 f"the PowerContext settings are invalid ({exc}): fix the POWERCONTEXT_* "
                 f"variables or {config_file_path()}",
                 "skipped",
             ) from None
+
+    def _sent(self, then: Callable[[], None] | None) -> None:
+        self._reached.set()
+        if then is not None:
+            then()
+
+    def _exchange(
+        self,
+        message: dict[str, Any],
+        raw: bytes,
+        method: Any,
+        settings: HookSettings,
+        on_sent: Callable[[], None] | None = None,
+    ) -> list[bytes]:
         headers = self._headers(message, method, settings.token)
         seconds = CALL_DEADLINE_SECONDS if method == "tools/call" else DEADLINE_SECONDS
         outcome = exchange(
@@ -374,6 +634,7 @@ class Bridge:
             stop_at=time.monotonic() + seconds,
             max_response_bytes=MAX_MESSAGE_BYTES,
             read_error_bodies=True,
+            on_sent=lambda: self._sent(on_sent),
         )
         where = describe_endpoint(settings.endpoint)
         if isinstance(outcome, HttpFailure):

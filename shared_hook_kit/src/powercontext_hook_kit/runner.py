@@ -20,8 +20,8 @@ from typing import Any, BinaryIO, TextIO
 import msgspec
 
 from .diagnostics import Diagnostics, Event
-from .flows import session_start, user_prompt_submit
-from .host import SESSION_START, USER_PROMPT_SUBMIT, HostAdapter, HostInfo
+from .flows import record_task_result, session_start, user_prompt_submit
+from .host import SESSION_START, STOP, USER_PROMPT_SUBMIT, HostAdapter, HostInfo
 from .receipts import ReceiptStore
 from .settings import HookSettings, SettingsError, debug_enabled, plugin_data_dir
 from .spool import CaptureSpool
@@ -125,9 +125,48 @@ def _run_session_start(
         emit(adapter.render_output(SESSION_START, content))
 
 
+def _task_result_spool(host: str, env: Mapping[str, str]) -> CaptureSpool:
+    """The task-result spool (the capture spool's machinery, its own folder and entry check)."""
+    from .task_result import TASK_RESULT_SPOOL_DIR, is_task_result_body
+
+    return CaptureSpool(
+        lambda: plugin_data_dir(host, env),
+        folder=TASK_RESULT_SPOOL_DIR,
+        is_entry=is_task_result_body,
+    )
+
+
+def _run_stop(
+    adapter: HostAdapter,
+    payload: Mapping[str, Any],
+    env: Mapping[str, str],
+    installed: Installed,
+    diagnostics: Diagnostics,
+    started: float,
+    emit: _Emit,
+) -> None:
+    """End of a turn: record its task result. Prints nothing (the hosts read a Stop hook's
+    output as a decision to block the stop; we never block)."""
+    try:
+        settings = HookSettings.load(adapter.name, env, installed=installed)
+    except SettingsError:
+        diagnostics.record("task_result", "skipped")
+        return
+    deadline = Deadline.after(settings.deadline_seconds, start=started)
+    record_task_result(
+        adapter.stop_event(payload),
+        HostInfo(adapter.name),
+        settings,
+        diagnostics,
+        deadline,
+        spool=_task_result_spool(adapter.name, env),
+    )
+
+
 _HOOKS: dict[str, _Hook] = {
     "user-prompt-submit": _Hook(USER_PROMPT_SUBMIT, "context_prepare", _run_user_prompt_submit),
     "session-start": _Hook(SESSION_START, "context_bootstrap", _run_session_start),
+    "stop": _Hook(STOP, "task_result", _run_stop),
 }
 
 #: The hook names :func:`run_hook` accepts (the plugins' ``hook <name>`` verbs).
@@ -207,7 +246,8 @@ def run_hook(
 ) -> int:
     """Run one hook invocation end to end; returns the exit code, which is always 0.
 
-    ``hook_name`` is one of :data:`HOOK_NAMES` (``user-prompt-submit``, ``session-start``);
+    ``hook_name`` is one of :data:`HOOK_NAMES` (``user-prompt-submit``, ``session-start``,
+    ``stop``);
     diagnostics are labelled ``powercontext.<host>.<hook_name>``. ``installed`` holds the
     settings ``install`` wrote into the hook command (below every other layer).
     """

@@ -355,6 +355,7 @@ _KEYS: dict[str, Callable[[object, str], Any]] = {
     "capture_prompts": _as_bool,
     "capture_spool": _as_bool,
     "flush_after_capture": _as_bool,
+    "record_task_results": _as_bool,
     "max_bytes": _as_int(512, 32768),
     "bootstrap_max_bytes": _as_int(512, 8192),
     "deadline_seconds": _as_seconds,
@@ -373,6 +374,9 @@ class HookSettings(msgspec.Struct, frozen=True):
     capture_prompts: bool
     capture_spool: bool
     flush_after_capture: bool
+    #: The Stop hook records each turn's bounded task result (issue #31). On by default: a
+    #: task result is only evidence; nothing reaches a pack before a person reviews it.
+    record_task_results: bool
     max_bytes: int
     bootstrap_max_bytes: int
     deadline_seconds: float
@@ -437,6 +441,7 @@ class HookSettings(msgspec.Struct, frozen=True):
             capture_prompts=pick("capture_prompts", True),
             capture_spool=pick("capture_spool", True),
             flush_after_capture=pick("flush_after_capture", False),
+            record_task_results=pick("record_task_results", True),
             max_bytes=pick("max_bytes", 8000),
             bootstrap_max_bytes=pick("bootstrap_max_bytes", 4096),
             deadline_seconds=pick("deadline_seconds", 2.0),
@@ -449,6 +454,7 @@ class HookSettings(msgspec.Struct, frozen=True):
             f"bootstrap={self.bootstrap}, capture_prompts={self.capture_prompts}, "
             f"capture_spool={self.capture_spool}, "
             f"flush_after_capture={self.flush_after_capture}, "
+            f"record_task_results={self.record_task_results}, "
             f"max_bytes={self.max_bytes}, bootstrap_max_bytes={self.bootstrap_max_bytes}, "
             f"deadline_seconds={self.deadline_seconds})"
         )

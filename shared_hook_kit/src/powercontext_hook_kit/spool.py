@@ -170,18 +170,25 @@ class CaptureSpool:
     ``directory`` (the plugin data dir) may be a callable so it is located only when the spool
     is used. ``clock`` returns Unix seconds (tests); the bounds are parameters for tests too.
     No method raises for I/O trouble.
+
+    ``folder`` and ``is_entry`` let another request kind reuse the machinery in its own folder
+    (the task-result spool: ``task-result-spool``, entries checked against its contract).
     """
 
     def __init__(
         self,
         directory: str | Callable[[], str],
         *,
+        folder: str = SPOOL_DIR_NAME,
+        is_entry: Callable[[bytes], bool] | None = None,
         clock: Callable[[], float] = time.time,
         max_entries: int = MAX_ENTRIES,
         max_bytes: int = MAX_BYTES,
         retention_seconds: float = RETENTION_SECONDS,
     ) -> None:
         self._directory = directory
+        self._folder = folder
+        self._is_entry = is_entry or _is_capture
         self._clock = clock
         self._max_entries = max_entries
         self._max_bytes = max_bytes
@@ -191,7 +198,7 @@ class CaptureSpool:
     def path(self) -> str:
         """The spool folder (resolves the data dir; may raise like the resolver)."""
         directory = self._directory
-        return os.path.join(directory() if callable(directory) else directory, SPOOL_DIR_NAME)
+        return os.path.join(directory() if callable(directory) else directory, self._folder)
 
     # -- public API: never raises ------------------------------------------------------------
 
@@ -336,7 +343,7 @@ class CaptureSpool:
                 break
             path = os.path.join(spool, name)
             raw = read_regular_file(path, MAX_ENTRY_BYTES, follow_symlinks=False)
-            if raw is None or not _is_capture(raw):
+            if raw is None or not self._is_entry(raw):
                 # Gone meanwhile (an appender made room): nothing to count. Torn or foreign:
                 # it can never be delivered.
                 if os.path.lexists(path) and _unlink(spool, name):

@@ -26,6 +26,7 @@ import socket
 import stat
 import sys
 import time
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
@@ -503,9 +504,11 @@ def exchange(
     stop_at: float,
     max_response_bytes: int = MAX_RESPONSE_BYTES,
     read_error_bodies: bool = False,
+    on_sent: Callable[[], None] | None = None,
 ) -> HttpOutcome:
     """One HTTP/1.1 request on a fresh connection, finished by ``stop_at``; never raises for
-    network behaviour.
+    network behaviour. ``on_sent`` is called once the request is written (a listener took it:
+    the MCP bridge's catalog cache answers from then on without waiting for the answer).
 
     A few dozen lines of HTTP/1.1 instead of ``http.client``: that module drags in ``email``
     and ``ssl`` (~20 ms of imports) for header parsing and HTTPS the hook never uses. The same
@@ -525,6 +528,8 @@ def exchange(
             return HttpFailure("timeout")
         sock.settimeout(remaining)
         sock.sendall(_request_bytes(method, endpoint, path, body, headers))
+        if on_sent is not None:
+            on_sent()
         reader = _Reader(sock, stop_at)
         head = _read_head(reader)
         if head is None:

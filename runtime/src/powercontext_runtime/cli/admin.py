@@ -17,6 +17,7 @@ from .progress import Progress
 
 if TYPE_CHECKING:
     from ..composition import Runtime
+    from ..contract.system import EmbeddingStatus
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
@@ -304,6 +305,8 @@ def _doctor(args: argparse.Namespace) -> int:
         try:
             ready = client.get_readiness()
             check("daemon", True, f"ready at {client.url} ({ready.database})")
+            embeddings = ready.embeddings
+            check("embeddings", embeddings.state != "failing", _embedding_line(embeddings))
         except PowerContextError as exc:
             where = "" if client.url in exc.message else f" ({client.url})"
             check("daemon", False, f"{exc.message}{where} — start it with `powercontext serve`")
@@ -319,6 +322,17 @@ def _doctor(args: argparse.Namespace) -> int:
                 )
                 check("token", False, exc.message + hint)
     return _doctor_report(checks, as_json=args.json)
+
+
+def _embedding_line(status: EmbeddingStatus) -> str:
+    """The daemon's embedding progress in a line: ``off``, or the worker's state, the pending
+    count, the vectors stored and the model; a failure by its kind (never content)."""
+    if status.state == "off":
+        return "off (the semantic channel: POWERCONTEXT_EMBEDDINGS=local or openai)"
+    state = f"failing ({status.error})" if status.state == "failing" else status.state
+    pending = f"{status.pending or 0:,}{'+' if status.pending_capped else ''}"
+    line = f"{state}: {pending} pending, {status.vectors or 0:,} vectors ({status.model})"
+    return line + (f", last round {status.last_round}" if status.last_round else "")
 
 
 def _doctor_report(checks: list[dict[str, object]], *, as_json: bool) -> int:

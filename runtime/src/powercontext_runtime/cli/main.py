@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import PowerContextError
 from ..settings import ConfigError
-from . import admin, bootstrap, context, memory, portability, review, service
+from . import admin, bootstrap, context, memory, portability, review, service, task_results
 from .output import Parser, UsageError, operation_failed, usage_failed, wants_json
 
 _EPILOG = """\
@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_parser(sub, common)
     context.add_parser(sub, common)
     review.add_parsers(sub, common)
+    task_results.add_parsers(sub, common)
     bootstrap.add_parsers(sub, common)
     admin.add_parsers(sub, common)
     portability.add_parsers(sub, common)

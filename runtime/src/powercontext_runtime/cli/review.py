@@ -6,6 +6,7 @@ import argparse
 import os
 from typing import Any
 
+from ..contract.limits import TASK_RESULT_PREFIX
 from ..contract.review import Candidate
 from .output import (
     UsageError,
@@ -41,7 +42,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
         default=[],
         dest="source_refs",
         metavar="SOURCE_ID",
-        help="captured source id (repeatable)",
+        help="captured source id, or task-result/ID for a recorded task result (repeatable)",
     )
     evidence.add_argument(
         "--artifact-ref",
@@ -172,7 +173,15 @@ def _artifact_ref(text: str) -> dict[str, Any]:
 
 
 def _source_refs(ids: list[str]) -> list[dict[str, str]]:
-    return [{"name": "content", "source_id": source_id} for source_id in ids]
+    """``--source-ref`` ids as references: ``task-result/ID`` names the task result recorded
+    as ID, any other id a captured prompt (``content``)."""
+    return [
+        {
+            "name": "task-result" if source_id.startswith(TASK_RESULT_PREFIX) else "content",
+            "source_id": source_id,
+        }
+        for source_id in ids
+    ]
 
 
 def content_lines(family: str, content: dict[str, Any], indent: str = "  ") -> list[str]:

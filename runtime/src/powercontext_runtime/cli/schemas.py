@@ -13,10 +13,12 @@ __all__ = [
     "EXPERIENCE_EXAMPLE",
     "HANDOFF_EXAMPLE",
     "SKILL_EXAMPLE",
+    "TASK_RESULT_EXAMPLE",
     "experience_epilog",
     "handoff_epilog",
     "revise_epilog",
     "skill_epilog",
+    "task_result_epilog",
 ]
 
 EXPERIENCE_EXAMPLE: dict[str, Any] = {
@@ -49,6 +51,29 @@ HANDOFF_EXAMPLE: dict[str, Any] = {
     "omissions": ["The MCP documentation was not reviewed"],
 }
 
+#: docs/review.md's task.json: the task result its command-line session records and cites.
+TASK_RESULT_EXAMPLE: dict[str, Any] = {
+    "task_id": "run-42",
+    "task": {
+        "goal": "Add a route for order refunds and keep the OpenAPI document in step",
+        "outcome": "succeeded",
+        "changes": [
+            {"path": "shop/routes/refunds.py", "added": 48, "removed": 0},
+            {"path": "openapi.json", "added": 31, "removed": 2},
+        ],
+        "checks": [
+            {"command": "make openapi", "exit_status": 0},
+            {
+                "command": "DATABASE_URL=postgres://shop:hunter2@localhost/shop make test",
+                "exit_status": 0,
+                "output_tail": "212 passed in 9.84s",
+            },
+        ],
+        "host": "codex",
+        "session_ref": "codex-session-7f3a",
+    },
+}
+
 _EXPERIENCE_SHAPE = """\
   experience  {"situation": TEXT, "action": TEXT, "outcome": TEXT, "lesson": TEXT}
               each 1..8000 characters, not blank"""
@@ -62,9 +87,10 @@ _SKILL_SHAPE = """\
 
 _EVIDENCE = """\
 Evidence: 1..32 references in total, each existing in this scope: --source-ref SOURCE_ID
-(a source captured there) and --artifact-ref FAMILY:ID:REVISION (a Memory revision the scope
-has reached, or one of its Experience, Skill or Handoff revisions). The proposal waits in the
-Review Inbox until a reviewer approves it (powercontext candidate list)."""
+(a source captured there; task-result/ID is the task result recorded as ID by
+powercontext task-result record) and --artifact-ref FAMILY:ID:REVISION (a Memory revision
+the scope has reached, or one of its Experience, Skill or Handoff revisions). The proposal
+waits in the Review Inbox until a reviewer approves it (powercontext candidate list)."""
 
 
 def _document(example: dict[str, Any]) -> str:
@@ -143,4 +169,36 @@ example (handoff.json):
 
   powercontext handoff commit @handoff.json             # the first: revision 1
   powercontext handoff commit @handoff.json --base 1    # continues it: revision 2
+"""
+
+
+def task_result_epilog() -> str:
+    return f"""\
+The task result is one JSON object given as @FILE, or as - for standard input (the scope
+comes from --scope; no other keys):
+
+  task_id   optional. ID: 1..128 of A-Z a-z 0-9 . _ : - (the first a letter or digit).
+            The same ID with the same task again changes nothing; with another task it
+            is refused (task_result_conflict). Omitted, the runtime makes one.
+  task      required. An object:
+
+    goal         required. TEXT, 1..2000 characters: what the task set out to do
+    outcome      required. "succeeded" | "failed" | "abandoned"
+    changes      0..100 of {{"path": 1..512 characters, "added": N, "removed": N}},
+                 N 0..10,000,000 lines (default [])
+    checks       0..50 of {{"command": 1..1000 characters, "exit_status": -1..255
+                 (-1 unknown), "output_tail": 0..2000 characters}}, in the order run
+                 (default [])
+    host         optional. 1..64 of a-z 0-9 . _ - (e.g. codex, claude-code)
+    session_ref  optional. 1..256 characters: the host's session
+
+Secrets (tokens and keys, passwords and tokens in assignments and options,
+Authorization headers, private-key blocks, passwords in URLs) are replaced by [REDACTED]
+before anything is stored. The task result is stored immutably as the source
+task-result/ID: cite it with --source-ref task-result/ID.
+
+example (task.json):
+{_document(TASK_RESULT_EXAMPLE)}
+
+  powercontext task-result record @task.json
 """

@@ -72,6 +72,14 @@ from ..contract.review import (
     SkillList,
 )
 from ..contract.system import Capabilities, Liveness, Readiness
+from ..contract.task_results import (
+    GetTaskResultRequest,
+    ListTaskResultsRequest,
+    RecordedTaskResult,
+    RecordTaskResultRequest,
+    RecordTaskResultResponse,
+    TaskResultList,
+)
 from ._common import (
     DEFAULT_TIMEOUT,
     Endpoint,
@@ -397,3 +405,25 @@ class AsyncPowerContextClient:
         """Journal a captured source (idempotent by source_id)."""
         body = build(CaptureSourceRequest, request, fields)
         return await self._send("POST", "/v1/sources/content", body, CaptureSourceResponse)
+
+    async def record_task_result(
+        self, request: RecordTaskResultRequest | None = None, /, **fields: Any
+    ) -> RecordTaskResultResponse:
+        """Record a task result as the source ``task-result/<task_id>`` (redacted; idempotent
+        by task_id)."""
+        body = build(RecordTaskResultRequest, request, fields)
+        return await self._send("POST", "/v1/task-results/record", body, RecordTaskResultResponse)
+
+    async def list_task_results(
+        self, request: ListTaskResultsRequest | None = None, /, **fields: Any
+    ) -> TaskResultList:
+        """The scope's task results, newest first, summarised, paged."""
+        body = build(ListTaskResultsRequest, request, fields)
+        return await self._send("POST", "/v1/task-results/list", body, TaskResultList)
+
+    async def get_task_result(
+        self, request: GetTaskResultRequest | None = None, /, **fields: Any
+    ) -> RecordedTaskResult:
+        """One task result exactly as stored."""
+        body = build(GetTaskResultRequest, request, fields)
+        return await self._send("POST", "/v1/task-results/get", body, RecordedTaskResult)

@@ -132,9 +132,10 @@ SourceId = Annotated[
 
 
 class SourceRef(StrictModel):
-    """Evidence pointing at a captured source."""
+    """Evidence pointing at a captured source: a captured prompt (``content``) or a recorded
+    task result (``task-result``, whose ``source_id`` is ``task-result/<task_id>``)."""
 
-    name: Literal["content"]
+    name: Literal["content", "task-result"]
     source_id: SourceId
 
 

@@ -26,6 +26,21 @@ LIST_LIMIT_DEFAULT = 50
 CHANGES_LIMIT_MAX = 1000
 CHANGES_LIMIT_DEFAULT = 100
 MAX_BODY_BYTES_DEFAULT = 1024 * 1024
+# A task result (record_task_result, docs/api.md § Task results): bounded exact evidence.
+TASK_ID_MAX_CHARS = 128
+TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]*$"
+TASK_GOAL_MAX_CHARS = 2000
+TASK_PATH_MAX_CHARS = 512
+TASK_LINES_MAX = 10_000_000  # lines added or removed in one file
+TASK_CHANGES_MAX = 100
+TASK_COMMAND_MAX_CHARS = 1000
+TASK_OUTPUT_TAIL_MAX_CHARS = 2000
+TASK_CHECKS_MAX = 50
+TASK_HOST_MAX_CHARS = 64
+TASK_HOST_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+TASK_SESSION_REF_MAX_CHARS = 256
+#: Source ids under this prefix are task results: a content capture may not use it.
+TASK_RESULT_PREFIX = "task-result/"
 # Revisions and versions name stored rows, 64-bit signed in both databases: a number from
 # 2**63 up names nothing, and binding it in a query would fail inside the driver. An exclusive
 # bound, because the OpenAPI document writes bounds as floats: 2**63 is exact there, 2**63 - 1

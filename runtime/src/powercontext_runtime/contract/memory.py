@@ -281,9 +281,20 @@ def _check_metadata(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+def _not_reserved(value: str) -> str:
+    # Task results are recorded by record_task_result under this prefix; a prompt captured
+    # there could pass for one (docs/decisions/task-results.md § Reserved prefix).
+    if value.startswith(limits.TASK_RESULT_PREFIX):
+        raise ValueError(
+            f"source ids starting with {limits.TASK_RESULT_PREFIX!r} are reserved for task "
+            "results (record_task_result)"
+        )
+    return value
+
+
 class CaptureSourceRequest(StrictModel):
     scope_id: ScopeId
-    source_id: SourceId
+    source_id: Annotated[SourceId, AfterValidator(_not_reserved)]
     content: Annotated[str, Field(min_length=1, max_length=limits.SOURCE_CONTENT_MAX_CHARS)]
     metadata: Annotated[dict[str, Any], AfterValidator(_check_metadata)] | None = None
 

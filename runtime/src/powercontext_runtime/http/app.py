@@ -20,6 +20,7 @@ from .hosts import HostPolicy
 from .middleware import RequestMiddleware
 from .review_routes import review_router
 from .routes import router
+from .task_result_routes import task_result_router
 
 __all__ = ["create_app"]
 
@@ -53,6 +54,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(review_router)
+    app.include_router(task_result_router)
     app.include_router(bootstrap_router)
     app.include_router(console_router)
     # MCP at exactly /mcp as a raw ASGI route (a Mount would redirect /mcp to /mcp/), kept out
@@ -60,7 +62,13 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.add_route("/mcp", mcp, include_in_schema=False)
     # FastAPI includes routers lazily, so ``app.routes`` alone does not list the router's
     # paths; without them every request would be logged as "<unmatched>".
-    routes = (*app.routes, *router.routes, *review_router.routes, *bootstrap_router.routes)
+    routes = (
+        *app.routes,
+        *router.routes,
+        *review_router.routes,
+        *task_result_router.routes,
+        *bootstrap_router.routes,
+    )
     known = frozenset(
         {*(path for route in routes if (path := getattr(route, "path", None))), *CONSOLE_PATHS}
     )

@@ -102,14 +102,16 @@ def get_readiness(request: Request) -> Readiness:
     # (or the last real write's) stands for READINESS_WRITE_CHECK_MAX_AGE seconds, so a health
     # poll loop is no write load. (A comment, not a docstring: that would change the OpenAPI.)
     runtime: Runtime = request.app.state.runtime
+    # `embeddings`: the semantic channel's progress (counted at most once a second).
     try:
         runtime.ping()
         runtime.db.check_writes(max_age=READINESS_WRITE_CHECK_MAX_AGE)
+        embeddings = runtime.embedding_status()
     except UnavailableError as exc:
         raise UnavailableError(
             f"the runtime is not ready: {exc.message}", code="runtime_not_ready"
         ) from exc
-    return Readiness(status="ready", database=runtime.backend)
+    return Readiness(status="ready", database=runtime.backend, embeddings=embeddings)
 
 
 @router.get(
@@ -141,7 +143,7 @@ def get_capabilities(request: Request) -> Capabilities:
         bootstrap_versions=["powercontext.bootstrap-context.v1"],
         bootstrap_profiles=["powercontext.scope-bootstrap.v1"],
         artifact_families=["memory", "experience", "skill", "handoff"],
-        source_types=["content"],
+        source_types=["content", "task-result"],
         search_modes=runtime.search_modes,
         memory_extraction=True,
     )
@@ -159,9 +161,12 @@ def get_capabilities(request: Request) -> Capabilities:
 )
 def get_metrics(request: Request) -> Response:
     """Prometheus metrics (text exposition format): requests, latency, error codes, packs by
-    status, search mode and empty reason, pack bytes, search fallbacks. Labels are closed
+    status, search mode and empty reason, pack bytes, search fallbacks, embedding progress
+    (pending versions, the worker's state). Labels are closed
     vocabularies; no scope, query, content or token is ever a label. Needs `read`."""
-    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE)
+    metrics: Metrics = request.app.state.metrics
+    metrics.embeddings(request.app.state.runtime.embedding_status())
+    return Response(metrics.render(), media_type=CONTENT_TYPE)
 
 
 @router.post(
@@ -356,4 +361,4 @@ def get_activity(body: GetActivityRequest, request: Request) -> ActivityResponse
             if op in ("prepare_context", "bootstrap_context")
         ],
     )
-    return runtime.activity.activity(body, packs)
+    return runtime.activity.activity(body, packs, runtime.embedding_status())

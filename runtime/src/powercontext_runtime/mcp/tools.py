@@ -47,6 +47,14 @@ from ..contract.review import (
     SkillArtifact,
     SkillList,
 )
+from ..contract.task_results import (
+    GetTaskResultRequest,
+    ListTaskResultsRequest,
+    RecordedTaskResult,
+    RecordTaskResultRequest,
+    RecordTaskResultResponse,
+    TaskResultList,
+)
 
 __all__ = ["NEVER_EXPOSED", "TOOLS", "ToolSpec"]
 
@@ -188,5 +196,24 @@ TOOLS: tuple[ToolSpec, ...] = (
           lambda rt, body: rt.sources.capture(body),
           "Capture raw content (e.g. a prompt) as a source that proposals can cite as "
           "evidence. Idempotent per source_id: the same payload returns the original "
-          "position, a different one is a source_conflict."),
+          "position, a different one is a source_conflict. Source ids starting with "
+          "task-result/ are reserved: use record_task_result."),
+    # -- Task results: exact evidence for Experience proposals --------------------------------
+    _tool("record_task_result", RecordTaskResultRequest, RecordTaskResultResponse,
+          lambda rt, body: rt.task_results.record(body).response,
+          "Record what a finished task did (goal, changed files with line counts, checks run "
+          "with exit status and a short output tail, outcome) as the immutable source "
+          "task-result/<task_id>, which propose_experience and propose_skill can cite as "
+          'source_refs {"name": "task-result", "source_id": "task-result/<task_id>"}. '
+          "Secrets are redacted before storage. Idempotent per task_id: the same task again "
+          "returns the original position, a different one is a task_result_conflict."),
+    _tool("list_task_results", ListTaskResultsRequest, TaskResultList,
+          lambda rt, body: rt.task_results.list(body),
+          "Page through the scope's recorded task results, newest first (follow "
+          "next_cursor): goal, outcome and counts of changes, checks and failed checks."
+          + _UNTRUSTED, read_only=True),
+    _tool("get_task_result", GetTaskResultRequest, RecordedTaskResult,
+          lambda rt, body: rt.task_results.get(body),
+          "Read one recorded task result exactly as stored (secrets redacted)." + _UNTRUSTED,
+          read_only=True),
 )  # fmt: skip

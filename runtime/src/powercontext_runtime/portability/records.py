@@ -32,11 +32,20 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..contract.bootstrap import HandoffContent
 from ..contract.common import ArtifactRef, ScopeId, SourceId
-from ..contract.limits import ID_MAX_CHARS, INT64_END, MAX_EVIDENCE_REFS, MAX_TAGS, TAG_PATTERN
+from ..contract.limits import (
+    ID_MAX_CHARS,
+    INT64_END,
+    MAX_EVIDENCE_REFS,
+    MAX_TAGS,
+    TAG_PATTERN,
+    TASK_RESULT_PREFIX,
+)
 from ..contract.review import ExperienceProposal, SkillProposal
+from ..contract.task_results import TaskId, TaskResult
 from ..errors import InvalidRequestError
 from ..store._records import ARTIFACT_REFS, SOURCE_REFS, canonical_json, sha256_hex
 from ..store.memory import content_hash
+from ..store.task_results import TASK_RESULT, stored_form
 
 __all__ = [
     "COUNT_KEYS",
@@ -123,6 +132,9 @@ _MAX_INT = INT64_END - 1
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _ID_PATTERN = re.compile(rf"^[\x21-\x7e]{{1,{ID_MAX_CHARS}}}$")
 _TAG = re.compile(TAG_PATTERN)
+_TASK_ID: TypeAdapter[str] = TypeAdapter(TaskId)
+#: The kinds of source a scope's journal holds (``sources.name``); any other is refused.
+SOURCE_NAMES = ("content", TASK_RESULT)
 _SCOPE_ID: TypeAdapter[str] = TypeAdapter(ScopeId)
 _SOURCE_ID: TypeAdapter[str] = TypeAdapter(SourceId)
 _CONTENT_MODELS: dict[str, type[BaseModel]] = {
@@ -667,6 +679,9 @@ class ScopeReader:
                 "payload_hash",
                 "does not match the source's content and metadata (an edited or damaged line)",
             )
+        name = _choice(r["name"], "name", SOURCE_NAMES)
+        if name == TASK_RESULT:
+            _check_task_result(source_id, content, metadata)
         self.position = position
         self.source_ids.add(source_id)
         self.counts["sources"] += 1
@@ -675,7 +690,7 @@ class ScopeReader:
             "scope_id": self.scope_id,
             "position": position,
             "source_id": source_id,
-            "name": _choice(r["name"], "name", ("content",)),
+            "name": name,
             "payload_hash": digest,
             "content": content,
             "metadata": metadata,
@@ -702,6 +717,24 @@ class ScopeReader:
             "entries": _int(r["entries"], "entries"),
             "created_at": _int(r["created_at"], "created_at"),
         }
+
+
+def _check_task_result(source_id: str, content: str, metadata: dict[str, Any] | None) -> None:
+    """A task result as record_task_result stores it: ``task-result/<task_id>``, no metadata,
+    content the canonical form of a task result within every limit (so get_task_result and
+    list_task_results can serve it). Its redaction is not re-checked: what an earlier release
+    stored stays importable if the rules change."""
+    if not source_id.startswith(TASK_RESULT_PREFIX):
+        raise _Bad("source_id", "a task result's source_id is task-result/<task_id>")
+    _adapted(_TASK_ID, source_id[len(TASK_RESULT_PREFIX) :], "source_id")
+    if metadata is not None:
+        raise _Bad("metadata", "a task result has no metadata")
+    try:
+        task = TaskResult.model_validate_json(content, strict=False)
+    except ValidationError:
+        raise _Bad("content", "is not a task result within the limits") from None
+    if stored_form(task) != content:
+        raise _Bad("content", "is not a task result in its canonical form")
 
 
 def _payload_hash(content: str, metadata: dict[str, Any] | None) -> str:

@@ -65,11 +65,15 @@ OPERATION_CAPABILITIES: dict[str, Capability | None] = {
     "get_activity": "read",
     # A captured source read back (what a candidate's evidence cites): the scope's own text.
     "get_source": "read",
+    # Recorded task results (what an Experience candidate's evidence cites).
+    "list_task_results": "read",
+    "get_task_result": "read",
     # Direct writes: Memory, captured sources, Handoff.
     "remember_memory": "write",
     "revise_memory_entry": "write",
     "retire_memory_entry": "write",
     "capture_content_source": "write",
+    "record_task_result": "write",
     "flush_memory": "write",
     "commit_handoff": "write",
     "withdraw_handoff": "write",

@@ -52,7 +52,8 @@ EXPERIENCE_CANDIDATES = 8
 #: one: items far below the best are noise that fills the pack, not evidence (issue 33).
 #: Calibrated on the LoCoMo dev split and the coding dev set (docs/decisions/pack-admission.md):
 #: at 0.5 LoCoMo packs go from 7.0 to 4.7 items, precision 0.106 -> 0.146, pack hit 0.668 ->
-#: 0.629; the coding dev set keeps every hit (short 119/120, long 26/26).
+#: 0.629; the coding dev set keeps its budget rows (short 119/120, long 26/26) and loses 2 of
+#: 40 weak cross-language matches.
 RELATIVE_CUTOFF = 0.5
 #: Prompts with more analysed terms than this are about several things at once: each part's
 #: entries score against the whole prompt, far below the best part's, and are kept.

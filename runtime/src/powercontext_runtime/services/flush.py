@@ -35,7 +35,7 @@ class FlushService:
 
     def flush(self, req: FlushMemoryRequest) -> FlushMemoryResponse:
         window = self._store.window(req.scope_id, req.max_sources)
-        if not window.sources:
+        if not window.read:
             return FlushMemoryResponse(
                 status="idle",
                 previous_cursor=window.cursor,
@@ -44,7 +44,9 @@ class FlushService:
                 processed_source_count=0,
                 memory=self._store.memory_head(req.scope_id),
             )
-        extracted = self._extract(window.sources)  # outside any transaction
+        # Outside any transaction. A window of task results only has nothing to extract: the
+        # cursor still moves past them.
+        extracted = self._extract(window.sources) if window.sources else []
         requests = []
         for entry in extracted:
             try:
@@ -60,16 +62,14 @@ class FlushService:
                 )
             except ValidationError:
                 continue  # an extractor proposal the Memory contract refuses is dropped
-        new_cursor = window.sources[-1].position
-        memory = self._store.commit(
-            req.scope_id, window.cursor, new_cursor, requests, len(window.sources)
-        )
+        new_cursor = window.end
+        memory = self._store.commit(req.scope_id, window.cursor, new_cursor, requests, window.read)
         return FlushMemoryResponse(
             status="processed",
             previous_cursor=window.cursor,
             current_cursor=new_cursor,
             high_watermark=window.high_watermark,
-            processed_source_count=len(window.sources),
+            processed_source_count=window.read,
             memory=memory,
         )
 

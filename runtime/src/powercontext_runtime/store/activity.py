@@ -1,7 +1,7 @@
 """Counts by day for the console's Activity page (``get_activity``): never content.
 
 Every count reads one scope's covering index over ``(scope_id, created_at, …)``
-(``ix_sources_created``, ``ix_memory_revisions_created``, ``ix_flush_runs_created``,
+(``ix_sources_named``, ``ix_memory_revisions_created``, ``ix_flush_runs_created``,
 ``ix_bootstrap_receipts_scope``) or, for the packs prepared, the quarter-hour counters' primary
 key (``recall_counts``, store/recall_counts.py), in one snapshot, and no row is sorted:
 
@@ -61,12 +61,18 @@ def _counted(column: object, value: str) -> object:
     return func.coalesce(func.sum(case((column == value, 1), else_=0)), 0)
 
 
-def _queries() -> list[tuple[object, object, list[str]]]:
-    """(table, its aggregate columns, the names they count) for every table counted."""
+def _queries() -> list[tuple[object, object, list[str], list[object]]]:
+    """(table, its aggregate columns, the names they count, extra conditions) for every table
+    counted. Prompts are the ``content`` sources: recorded task results are not prompts."""
     r, f, b = memory_revisions, flush_runs, bootstrap_receipts
     return [
-        (sources, [func.count()], ["prompts_captured"]),
-        (r, [_counted(r.c.operation, op) for op, _ in _OPERATIONS], [n for _, n in _OPERATIONS]),
+        (sources, [func.count()], ["prompts_captured"], [sources.c.name == "content"]),
+        (
+            r,
+            [_counted(r.c.operation, op) for op, _ in _OPERATIONS],
+            [n for _, n in _OPERATIONS],
+            [],
+        ),
         (
             f,
             [
@@ -75,8 +81,9 @@ def _queries() -> list[tuple[object, object, list[str]]]:
                 func.coalesce(func.sum(f.c.entries), 0),
             ],
             ["flush_runs", "sources_flushed", "entries_from_flush"],
+            [],
         ),
-        (b, [_counted(b.c.state, s) for s in _STATES], [f"bootstrap_{s}" for s in _STATES]),
+        (b, [_counted(b.c.state, s) for s in _STATES], [f"bootstrap_{s}" for s in _STATES], []),
     ]
 
 
@@ -92,7 +99,12 @@ _CREATED = " WHERE scope_id = ? AND created_at >= ? AND created_at < ?"
 #: The same aggregates as fixed SQL for the SQLite driver cursor, one day's range each:
 #: (statement, the names its columns count, the unit of its range column in milliseconds).
 _RANGED = [
-    ("SELECT count(*) FROM sources" + _CREATED, ["prompts_captured"], 1),
+    (
+        "SELECT count(*) FROM sources WHERE scope_id = ? AND name = 'content' "
+        "AND created_at >= ? AND created_at < ?",
+        ["prompts_captured"],
+        1,
+    ),
     (
         "SELECT "
         + ", ".join(_sqlite_sum("operation", op) for op, _ in _OPERATIONS)
@@ -179,12 +191,12 @@ class ActivityStore:
     def _by_groups(
         conn: Connection, found: ScopeActivity, scope_id: str, since: int, offset_ms: int
     ) -> None:
-        for table, columns, names in _QUERIES:
+        for table, columns, names, conditions in _QUERIES:
             created = table.c.created_at  # type: ignore[attr-defined]
             day = ((created + bindparam("offset", offset_ms)) // DAY_MS).label("day")
             rows = conn.execute(
                 select(day, *columns)
-                .where(table.c.scope_id == scope_id, created >= since)  # type: ignore[attr-defined]
+                .where(table.c.scope_id == scope_id, created >= since, *conditions)  # type: ignore[attr-defined]
                 .group_by(day)
             )
             for number, *counts in rows:

@@ -25,9 +25,16 @@ __all__ = ["FlushStore", "Window"]
 
 @dataclass(frozen=True, slots=True)
 class Window:
+    """The next sources after the flush cursor: ``sources`` are its prompts (the ``content``
+    sources, all an extractor ever sees), ``end`` the last position read, which the cursor
+    moves to (task results in the window are passed over, never extracted), ``read`` how many
+    positions that is."""
+
     cursor: int
     high_watermark: int
     sources: list[CapturedSource]
+    end: int = 0
+    read: int = 0
 
 
 class FlushStore:
@@ -45,7 +52,7 @@ class FlushStore:
             if head is None:
                 return Window(0, 0, [])
             rows = conn.execute(
-                select(sources.c.position, sources.c.source_id, sources.c.content)
+                select(sources.c.position, sources.c.source_id, sources.c.name, sources.c.content)
                 .where(sources.c.scope_id == scope_id, sources.c.position > head.flush_cursor)
                 .order_by(sources.c.position)
                 .limit(limit)
@@ -53,7 +60,13 @@ class FlushStore:
         return Window(
             head.flush_cursor,
             head.last_position,
-            [CapturedSource(r.position, r.source_id, r.content) for r in rows],
+            [
+                CapturedSource(r.position, r.source_id, r.content)
+                for r in rows
+                if r.name == "content"
+            ],
+            rows[-1].position if rows else head.flush_cursor,
+            len(rows),
         )
 
     def commit(

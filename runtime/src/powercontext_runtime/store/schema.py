@@ -161,8 +161,10 @@ sources = Table(
     Column("metadata", Text, nullable=True),
     Column("created_at", BigInteger, nullable=False),
     UniqueConstraint("scope_id", "source_id", name="uq_sources_source_id"),
-    # Prompts captured by day (the console's Activity page): a covering index range.
-    Index("ix_sources_created", "scope_id", "created_at"),
+    # One kind of source by time: prompts captured by day (the console's Activity page) and
+    # task results newest first (list_task_results), each a covering index range. It replaced
+    # ix_sources_created (scope, time), which could not tell prompts from task results.
+    Index("ix_sources_named", "scope_id", "name", "created_at", "position"),
     **_TABLE_OPTIONS,
 )
 
@@ -369,10 +371,16 @@ def add_missing_columns(conn: Connection) -> list[str]:
     return added
 
 
+#: Indexes an older release created that a newer one replaced: dropped at start-up, after
+#: their replacement exists, so no write keeps maintaining them. ``{table: (index, ...)}``.
+RETIRED_INDEXES: dict[str, tuple[str, ...]] = {"sources": ("ix_sources_created",)}
+
+
 def add_missing_indexes(conn: Connection) -> list[str]:
     """Create the indexes a newer release added to tables an older one created (``create_all``
-    only indexes the tables it creates). Idempotent; returns the index names created. On a
-    large table this is a one-time cost at the first start after the upgrade."""
+    only indexes the tables it creates), then drop the :data:`RETIRED_INDEXES` still there.
+    Idempotent; returns the index names created. On a large table this is a one-time cost at
+    the first start after the upgrade."""
     added = []
     for table in metadata.sorted_tables:
         present = _index_names(conn, table.name)
@@ -380,6 +388,10 @@ def add_missing_indexes(conn: Connection) -> list[str]:
             if index.name not in present:
                 index.create(conn)
                 added.append(str(index.name))
+        for retired in RETIRED_INDEXES.get(table.name, ()):
+            if retired in present:
+                on = "" if conn.dialect.name == "sqlite" else f" ON {table.name}"
+                conn.exec_driver_sql(f"DROP INDEX {retired}{on}")
     return added
 
 

@@ -9,6 +9,7 @@ source is read back by its ``source_id`` (:meth:`SourceStore.get`, the console's
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
@@ -32,48 +33,71 @@ class SourceStore:
         self._db = db
 
     def capture(self, req: CaptureSourceRequest) -> CaptureSourceResponse:
-        digest = sha256_hex("content-source-v1", req.content, req.metadata)
+        position, _ = self.append(
+            req.scope_id,
+            SourceRef(name="content", source_id=req.source_id),
+            req.content,
+            req.metadata,
+            conflict=(
+                "source_conflict",
+                "a different payload was already captured under this source_id",
+            ),
+        )
+        return CaptureSourceResponse(
+            status="accepted",
+            source=SourceRef(name="content", source_id=req.source_id),
+            position=position,
+        )
 
-        def accepted(position: int) -> CaptureSourceResponse:
-            return CaptureSourceResponse(
-                status="accepted",
-                source=SourceRef(name="content", source_id=req.source_id),
-                position=position,
-            )
+    def append(
+        self,
+        scope_id: str,
+        ref: SourceRef,
+        content: str,
+        metadata: dict[str, Any] | None,
+        *,
+        conflict: tuple[str, str],
+    ) -> tuple[int, bool]:
+        """Journal ``content`` under ``ref`` at the scope's next position; ``(position, new)``.
 
-        def work(conn: Connection) -> CaptureSourceResponse:
-            position = self._lock_counter(conn, req.scope_id)
+        Idempotent by ``source_id``: the same name, content and metadata again return the
+        original position (``new`` false); anything else under that id is a 409: ``conflict`` is
+        its (code, message).
+        The one write path of every source kind, so positions stay gap-free whatever is
+        captured (content sources, task results).
+        """
+        digest = sha256_hex("content-source-v1", content, metadata)
+
+        def work(conn: Connection) -> tuple[int, bool]:
+            position = self._lock_counter(conn, scope_id)
             existing = conn.execute(
-                select(sources.c.position, sources.c.payload_hash).where(
-                    sources.c.scope_id == req.scope_id, sources.c.source_id == req.source_id
+                select(sources.c.position, sources.c.name, sources.c.payload_hash).where(
+                    sources.c.scope_id == scope_id, sources.c.source_id == ref.source_id
                 )
             ).first()
             if existing is not None:
-                if existing.payload_hash != digest:
-                    raise ConflictError(
-                        "a different payload was already captured under this source_id",
-                        code="source_conflict",
-                    )
-                return accepted(existing.position)
+                if existing.payload_hash != digest or existing.name != ref.name:
+                    raise ConflictError(conflict[1], code=conflict[0])
+                return existing.position, False
             position += 1
             conn.execute(
                 insert(sources).values(
-                    scope_id=req.scope_id,
+                    scope_id=scope_id,
                     position=position,
-                    source_id=req.source_id,
-                    name="content",
+                    source_id=ref.source_id,
+                    name=ref.name,
                     payload_hash=digest,
-                    content=req.content,
-                    metadata=None if req.metadata is None else canonical_json(req.metadata),
+                    content=content,
+                    metadata=None if metadata is None else canonical_json(metadata),
                     created_at=now_ms(),
                 )
             )
             conn.execute(
                 update(source_heads)
-                .where(source_heads.c.scope_id == req.scope_id)
+                .where(source_heads.c.scope_id == scope_id)
                 .values(last_position=position)
             )
-            return accepted(position)
+            return position, True
 
         return self._db.write(work)
 

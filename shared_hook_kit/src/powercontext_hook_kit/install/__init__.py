@@ -55,6 +55,7 @@ from .hook_commands import (
     HOOK_TIMEOUT_SECONDS,
     hook_command,
     hook_command_verb,
+    hook_events_text,
     mcp_command,
 )
 from .hook_documents import iter_hook_handlers, merge_hook_handlers, remove_hook_handlers
@@ -96,6 +97,7 @@ __all__ = [
     "find_executable",
     "hook_command",
     "hook_command_verb",
+    "hook_events_text",
     "is_managed_tree",
     "iter_hook_handlers",
     "load_json_object",

@@ -52,6 +52,7 @@ __all__ = [
     "runtime_checks",
     "scope_check",
     "spool_check",
+    "task_results_check",
 ]
 
 CheckStatus = Literal["ok", "warn", "fail", "skip", "info"]
@@ -664,3 +665,26 @@ def spool_check(directory: str | None, settings: HookSettings | None) -> Check:
         "prompt it answers"
     )
     return Check("capture spool", "warn", f"{state}, {', '.join(parts)}", fix)
+
+
+def task_results_check(settings: HookSettings, directory: str | None) -> Check:
+    """``task results``: whether the Stop hook records each turn's task result
+    (``record_task_results``), and how many wait in its spool — counts only."""
+    state = "on" if settings.record_task_results else "off"
+    detail = (
+        "the Stop hook records each turn's bounded task result as evidence for review"
+        if settings.record_task_results
+        else "turn it on with POWERCONTEXT_RECORD_TASK_RESULTS=1 or record_task_results = true"
+    )
+    if directory is not None:
+        from ..task_result import TASK_RESULT_SPOOL_DIR
+
+        entries, _size, _age = CaptureSpool(directory, folder=TASK_RESULT_SPOOL_DIR).status()
+        if entries:
+            return Check(
+                "task results",
+                "warn",
+                f"{state} (record_task_results), {entries} waiting for the runtime",
+                "start the runtime (`powercontext serve`): they go out when a later turn ends",
+            )
+    return Check("task results", "info", f"{state} (record_task_results): {detail}")

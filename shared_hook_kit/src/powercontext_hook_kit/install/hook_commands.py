@@ -15,7 +15,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 
-from ..host import SESSION_START, USER_PROMPT_SUBMIT
+from ..host import SESSION_START, STOP, USER_PROMPT_SUBMIT
 from .report import InstallError
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "hook_command",
     "hook_command_options",
     "hook_command_verb",
+    "hook_events_text",
     "mcp_command",
 ]
 
@@ -31,7 +32,15 @@ __all__ = [
 HOOK_EVENTS: dict[str, str] = {
     "session-start": SESSION_START,
     "user-prompt-submit": USER_PROMPT_SUBMIT,
+    "stop": STOP,  # end of turn: the task result (issue #31)
 }
+
+
+def hook_events_text() -> str:
+    """Every registered host event for a human line: ``SessionStart, UserPromptSubmit and Stop``."""
+    *first, last = HOOK_EVENTS.values()
+    return f"{', '.join(first)} and {last}" if first else last
+
 
 #: Hosts kill a hook after this many seconds. Whole seconds: Codex 0.169.0 ignores a whole
 #: hooks.json whose ``timeout`` is not an integer. The hook bounds itself by its own deadline

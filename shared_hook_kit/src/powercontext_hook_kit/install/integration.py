@@ -39,12 +39,14 @@ from .doctor import (
     runtime_checks,
     scope_check,
     spool_check,
+    task_results_check,
 )
 from .hook_commands import (
     HOOK_EVENTS,
     hook_command,
     hook_command_options,
     hook_command_verb,
+    hook_events_text,
     mcp_command,
 )
 from .hook_documents import iter_hook_handlers, merge_hook_handlers, remove_hook_handlers
@@ -111,6 +113,10 @@ class HostIntegration(abc.ABC):
     #: The variables the host passes on to a stdio MCP server by itself (``None``: its whole
     #: environment); the doctor starts our MCP server with exactly these.
     mcp_inherited_env: tuple[str, ...] | None = None
+    #: The variable through which the host tells our MCP server the plugin's data dir, where
+    #: the bridge keeps its catalog cache (Claude Code ``CLAUDE_PLUGIN_DATA``; Codex passes
+    #: none, so its bridge uses the kit's default): the doctor sets it the same way.
+    mcp_data_dir_var: str | None = None
 
     # ---- host-specific ------------------------------------------------------------------
 
@@ -220,7 +226,7 @@ class HostIntegration(abc.ABC):
                 Check(
                     "hooks",
                     "ok",
-                    f"{' and '.join(HOOK_EVENTS.values())} registered ({'; '.join(where)})",
+                    f"{hook_events_text()} registered ({'; '.join(where)})",
                 )
             )
         stale = [
@@ -423,6 +429,7 @@ class HostIntegration(abc.ABC):
             ctx.report.add(sync_managed_tree(marketplace, self.marketplace_tree(ctx), self.host))
             self.register_plugin(ctx, marketplace)
             self._unmerge(ctx, hooks_file, "PowerContext now runs as a plugin")
+            self.prime_mcp_catalog(ctx)
             return ctx.report
         before = load_json_object(hooks_file)
         self.check_user_hooks(before or {}, hooks_file)
@@ -499,7 +506,7 @@ class HostIntegration(abc.ABC):
         self, ctx: InstallContext, *, prompt: str, log_lines: int
     ) -> tuple[list[Check], list[str]]:
         """Settings, runtime, token, version, scope, hook registration, a dry run, the MCP
-        server, the capture spool, the log."""
+        server, the capture spool, task results, the log."""
         checks: list[Check] = []
         try:
             ctx.commands = self.expected_commands()
@@ -546,6 +553,8 @@ class HostIntegration(abc.ABC):
             )
         checks.append(self.mcp_doctor_check(ctx, registration))
         checks.append(spool_check(registration.data_dir, settings))
+        if settings is not None:
+            checks.append(task_results_check(settings, registration.data_dir))
         return checks, log_tail(registration.data_dir, log_lines)
 
     def mcp_doctor_check(self, ctx: InstallContext, registration: HookRegistration) -> Check:
@@ -562,6 +571,23 @@ class HostIntegration(abc.ABC):
                 "memory tools",
                 f"run `{self.script} install` with `{self.cli_name}` on PATH",
             )
+        return self.mcp_server_check(ctx, registration.env)
+
+    def prime_mcp_catalog(self, ctx: InstallContext) -> None:
+        """Run the installed MCP server once, as the doctor does: when the runtime answers,
+        the bridge keeps its ``initialize``/``tools/list`` answers (its catalog cache), so the
+        very first session lists the tools at once however cold the runtime is (Codex ``exec``
+        waits about a second). Install never fails on it: a note says what to do instead."""
+        check = self.mcp_server_check(ctx, {})
+        if check.status == "fail":
+            ctx.report.notes.append(
+                f"the MCP tools could not be listed yet ({check.message}): run `{self.script} "
+                "doctor` once the runtime runs, or a session may start without them"
+            )
+
+    def mcp_server_check(self, ctx: InstallContext, options: Mapping[str, str]) -> Check:
+        """Start the MCP server registered in the installed plugin folder with the environment
+        the host gives it (``options``: the Claude Code plugin options) and list its tools."""
         path = self.installed_plugin_root(ctx.env) / ".mcp.json"
         try:
             document = load_json_object(path)
@@ -581,8 +607,10 @@ class HostIntegration(abc.ABC):
         except InstallError:
             expected = None
         server_env = mcp_server_env(
-            server, ctx.env, inherit=self.mcp_inherited_env, options=registration.env
+            server, ctx.env, inherit=self.mcp_inherited_env, options=options
         )
+        if self.mcp_data_dir_var is not None:
+            server_env[self.mcp_data_dir_var] = str(self.plugin_data_dir(ctx.env))
         return mcp_check(
             server,
             host=self.host,

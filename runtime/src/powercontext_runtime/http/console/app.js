@@ -548,8 +548,19 @@
     }
     return [
       h("p", { class: "muted source-meta" }, t(found.flushed ? "evidence.source.meta.flushed" : "evidence.source.meta", { position: found.position, created: found.created_at })),
-      h("pre", { class: "exact source-text", "data-source": ref.source_id }, found.content),
+      h("pre", { class: "exact source-text", "data-source": ref.source_id }, sourceText(found)),
     ];
+  }
+
+  // A task result is stored as one line of canonical JSON (its fields sorted, secrets already
+  // redacted): shown indented, still as text, so a reviewer can read goal, changes and checks.
+  function sourceText(found) {
+    if (found.source.name !== "task-result") return found.content;
+    try {
+      return JSON.stringify(JSON.parse(found.content), null, 2);
+    } catch (_) {
+      return found.content;
+    }
   }
 
   // A Memory reference names a revision of the scope's Memory, not an entry: the link opens
@@ -1276,7 +1287,22 @@
         h("tbody", {}, ...a.packs.counts.map((p) => h("tr", { "data-operation": p.operation, "data-status": p.status },
           h("td", {}, p.operation), h("td", {}, p.status), h("td", {}, p.reason ? t("activity.reason." + p.reason) : "—"), h("td", {}, p.mode || "—"), h("td", {}, String(p.count))))))
       : h("p", { class: "muted", id: "activity-packs" }, t("activity.packs.none")));
+    out.push(h("h2", {}, t("activity.emb")), embeddingsPanel(a.embeddings));
     return out;
+  }
+
+  // The semantic channel's progress (the daemon's, every scope): counts, the worker's state
+  // and a failure's kind; "off" is shown, not hidden.
+  function embeddingsPanel(e) {
+    const panel = h("dl", { class: "meta", id: "activity-embeddings", "data-state": e.state });
+    const row = (key, field, value) => panel.append(h("dt", {}, t("activity.emb." + key)), h("dd", { "data-field": field }, value));
+    row("state", "state", e.state === "failing" ? t("activity.emb.state.failing", { error: e.error || "?" }) : t("activity.emb.state." + e.state));
+    if (e.state === "off") return panel;
+    row("pending", "pending", String(e.pending) + (e.pending_capped ? "+" : ""));
+    row("vectors", "vectors", String(e.vectors));
+    row("model", "model", e.model);
+    row("last", "last_round", e.last_round || "—");
+    return panel;
   }
 
   start();
