@@ -309,6 +309,49 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, timeout: 
     raise BenchError(f"daemon at {url} not ready after {timeout:.0f} s")
 
 
+@dataclass(slots=True)
+class Embeddings:
+    """How a bench's runtime embeds: the local model, or an OpenAI-compatible endpoint (a user's
+    own local server: docs/embeddings.md). Shared by ``locomo.py`` (in process) and
+    ``recall_quality.py`` (a self-started daemon), so both take the same flags."""
+
+    url: str | None = None
+    model: str | None = None
+    dimension: int | None = None
+
+    @property
+    def label(self) -> str:
+        return "local model" if self.url is None else f"{self.model} at {self.url}"
+
+    def env(self, query_timeout: str) -> dict[str, str]:
+        """The runtime's settings: the caller's ``POWERCONTEXT_EMBEDDINGS_*`` (floors, key)
+        and ours on top, with ``query_timeout`` as the query deadline."""
+        env = {k: v for k, v in os.environ.items() if k.startswith("POWERCONTEXT_EMBEDDINGS_")}
+        env["POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT"] = query_timeout
+        if self.url is None:
+            return env | {"POWERCONTEXT_EMBEDDINGS": "local"}
+        return env | {
+            "POWERCONTEXT_EMBEDDINGS": "openai",
+            "POWERCONTEXT_EMBEDDINGS_BASE_URL": self.url,
+            "POWERCONTEXT_EMBEDDINGS_MODEL": str(self.model),
+            "POWERCONTEXT_EMBEDDINGS_DIMENSION": str(self.dimension or self.probe()),
+        }
+
+    def probe(self) -> int:
+        """The endpoint's vector size, from one embedding of a short text."""
+        key = os.environ.get("POWERCONTEXT_EMBEDDINGS_API_KEY")
+        answer = httpx.post(
+            self.url.rstrip("/") + "/embeddings",  # type: ignore[union-attr]
+            json={"model": self.model, "input": ["dimension probe"]},
+            headers={"Authorization": f"Bearer {key}"} if key else {},
+            timeout=30,
+        )
+        answer.raise_for_status()
+        self.dimension = len(answer.json()["data"][0]["embedding"])
+        log(f"  the endpoint answers vectors of {self.dimension} dimensions")
+        return self.dimension
+
+
 @contextlib.contextmanager
 def local_daemon(
     database_url: str | None = None,
@@ -316,6 +359,7 @@ def local_daemon(
     data_dir: Path | None = None,
     workers: int = 1,
     embeddings: str = "off",
+    embeddings_env: dict[str, str] | None = None,
 ) -> Iterator[Target]:
     """Run ``powercontext serve`` from this interpreter's environment in a fresh temp dir.
 
@@ -325,6 +369,7 @@ def local_daemon(
     With ``data_dir`` the daemon's home (database, token) is that directory instead and is
     kept afterwards, so a scope loaded once (minutes at 100k) can be measured again later.
     ``embeddings`` (``local``) turns the semantic recall channel on; see :func:`wait_embedded`.
+    ``embeddings_env`` (``Embeddings.env``) sets it up instead, e.g. for a user's endpoint.
     """
     with tempfile.TemporaryDirectory(prefix="powercontext-bench-") as tmp:
         home = Path(data_dir) if data_dir is not None else Path(tmp) / "home"
@@ -339,6 +384,7 @@ def local_daemon(
         env = {k: v for k, v in os.environ.items() if not k.startswith("POWERCONTEXT_")}
         if embeddings != "off":
             env["POWERCONTEXT_EMBEDDINGS"] = embeddings
+        env.update(embeddings_env or {})
         with open(log, "wb") as stderr:
             process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
         url = f"http://127.0.0.1:{port}"
@@ -373,6 +419,7 @@ def open_target(
     data_dir: Path | None = None,
     workers: int = 1,
     embeddings: str = "off",
+    embeddings_env: dict[str, str] | None = None,
 ) -> Iterator[Target]:
     """The given base URL (token from ``--token`` or POWERCONTEXT_TOKEN), else a local daemon."""
     if url:
@@ -387,7 +434,10 @@ def open_target(
             raise BenchError("--url needs --token or POWERCONTEXT_TOKEN")
         yield Target(url.rstrip("/"), token, f"external runtime at {url}")
         return
-    daemon = local_daemon(database_url, data_dir=data_dir, workers=workers, embeddings=embeddings)
+    daemon = local_daemon(
+        database_url, data_dir=data_dir, workers=workers, embeddings=embeddings,
+        embeddings_env=embeddings_env,
+    )  # fmt: skip
     with daemon as target:
         yield target if token is None else dataclasses.replace(target, token=token)
 

@@ -85,6 +85,7 @@ _after = [i + 1 for i, p in enumerate(sys.path) if p in _pythonpath]
 sys.path.insert(max(_after, default=1), str(ROOT / "runtime" / "src"))
 
 from _common import (  # noqa: E402
+    Embeddings,
     command_line,
     log,
     machine_facts,
@@ -295,49 +296,6 @@ def run_bm25(conversations: Sequence[Conversation]) -> dict[tuple[str, int], Ans
 # -- the runtime ---------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class Embeddings:
-    """How the hybrid runtime embeds: the local model, or an OpenAI-compatible endpoint."""
-
-    url: str | None = None
-    model: str | None = None
-    dimension: int | None = None
-
-    @property
-    def label(self) -> str:
-        return "local model" if self.url is None else f"{self.model} at {self.url}"
-
-    def env(self) -> dict[str, str]:
-        """The runtime's settings: the caller's ``POWERCONTEXT_EMBEDDINGS_*`` (floors, key)
-        and ours on top."""
-        env = {k: v for k, v in os.environ.items() if k.startswith("POWERCONTEXT_EMBEDDINGS_")}
-        env["POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT"] = QUERY_TIMEOUT
-        if self.url is None:
-            return env | {"POWERCONTEXT_EMBEDDINGS": "local"}
-        return env | {
-            "POWERCONTEXT_EMBEDDINGS": "openai",
-            "POWERCONTEXT_EMBEDDINGS_BASE_URL": self.url,
-            "POWERCONTEXT_EMBEDDINGS_MODEL": str(self.model),
-            "POWERCONTEXT_EMBEDDINGS_DIMENSION": str(self.dimension or self.probe()),
-        }
-
-    def probe(self) -> int:
-        """The endpoint's vector size, from one embedding of a short text."""
-        import httpx
-
-        key = os.environ.get("POWERCONTEXT_EMBEDDINGS_API_KEY")
-        answer = httpx.post(
-            self.url.rstrip("/") + "/embeddings",  # type: ignore[union-attr]
-            json={"model": self.model, "input": ["dimension probe"]},
-            headers={"Authorization": f"Bearer {key}"} if key else {},
-            timeout=30,
-        )
-        answer.raise_for_status()
-        self.dimension = len(answer.json()["data"][0]["embedding"])
-        log(f"  the endpoint answers vectors of {self.dimension} dimensions")
-        return self.dimension
-
-
 class Bench:
     """The runtime(s) on one home: ``runtimes`` maps a mode to the runtime that answers it."""
 
@@ -352,7 +310,7 @@ class Bench:
             base["database_url"] = database_url
         if embeddings is not None:
             try:
-                hybrid = Runtime.open(Settings.load(env=embeddings.env(), **base))
+                hybrid = Runtime.open(Settings.load(env=embeddings.env(QUERY_TIMEOUT), **base))
             except Exception as exc:  # the lexical figures still come
                 self.skipped["hybrid"] = f"the semantic channel did not open: {exc!r}"
             else:

@@ -169,6 +169,11 @@ def test_install_with_claude_registers_the_plugin(live: ClaudeSandbox, host_clis
     assert args[-3:] == ["-m", MODULE, "mcp"] and os.path.isabs(executable)
     skill = (plugin / "skills" / "powercontext-memory" / "SKILL.md").read_text("utf-8")
     assert "commit_handoff" in skill and "`powercontext-claude-code scope`" in skill
+    assert "propose_experience" in skill and "list_task_results" in skill
+    # /powercontext:propose-lesson, rendered (validated above with the rest of the folder)
+    command = (plugin / "commands" / "propose-lesson.md").read_text("utf-8")
+    assert command.startswith("---\ndescription: Propose one lesson")
+    assert "`powercontext-claude-code scope`" in command and "propose_experience" in command
 
     (installed,) = json.loads(live.claude("plugin", "list", "--json").stdout)
     assert (installed["id"], installed["enabled"]) == (PLUGIN_ID, True)

@@ -277,6 +277,8 @@ def test_install_with_codex_registers_and_trusts_the_plugin(
     assert args[-3:] == ["-m", MODULE, "mcp"] and os.path.isabs(executable)
     skill = (plugin / "skills" / "powercontext-memory" / "SKILL.md").read_text("utf-8")
     assert "search_memory" in skill and "`powercontext-codex scope`" in skill
+    assert "propose_experience" in skill and "task-result/<id>" in skill
+    assert not (plugin / "commands").exists()  # Codex plugins have no slash commands
     listing = run_codex_cli(
         ["plugin", "list", "--json"], codex_home=live.codex_home, cwd=live.repo, clis=host_clis
     )

@@ -154,9 +154,10 @@ def valid_bodies(scope_id: str) -> dict[str, dict[str, Any]]:
         CHANGES: {"scope_id": scope_id},
         SOURCES: {"scope_id": scope_id, "source_id": "src-1", "content": "captured"},
         SOURCE_GET: {"scope_id": scope_id, "source_id": "src-1"},
+        # No task_id (optional): every key of a valid body is one that must be there.
         TASK_RECORD: {
             "scope_id": scope_id,
-            "task_id": "run-1",
+            "task_id": "run-1",  # optional (OPTIONAL_KEYS in test_daemon_security.py)
             "task": {"goal": "a valid goal", "outcome": "succeeded"},
         },
         TASK_LIST: {"scope_id": scope_id},

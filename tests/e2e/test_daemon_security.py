@@ -56,6 +56,9 @@ from tests.e2e.helpers import (
     SEARCH,
     SOURCE_GET,
     SOURCES,
+    TASK_GET,
+    TASK_LIST,
+    TASK_RECORD,
     VERSIONS,
     assert_envelope,
     create_token,
@@ -198,6 +201,14 @@ OVER_LIMIT: dict[str, dict[str, Any]] = {
     CANDIDATES_APPROVE: {"expected_version": 0},
     CANDIDATES_REJECT: {"decision_reason": "d" * 2001},
     CANDIDATES_REVISE: {"expected_version": -1},
+    TASK_RECORD: {"task_id": "-bad", "task": {"goal": "g" * 2001, "outcome": "done",
+                                              "changes": [{"path": "p", "added": -1,
+                                                           "removed": 0}] * 101,
+                                              "checks": [{"command": "c" * 1001,
+                                                          "exit_status": 256}],
+                                              "host": "Codex!", "session_ref": "s" * 257}},
+    TASK_LIST: {"limit": 101, "cursor": "c" * 513},
+    TASK_GET: {"task_id": "t" * 129},
 }  # fmt: skip
 
 
@@ -242,9 +253,15 @@ OPTIONAL_INTEGERS: dict[str, dict[str, Any]] = {
     HANDOFF_COMMIT: {"base": {"family": "handoff", "artifact_id": "handoff", "revision": 1}},
     PROPOSE_EXPERIENCE: {"artifact_refs": [memory_ref(1)]},
     PROPOSE_SKILL: {"artifact_refs": [memory_ref(1)]},
-}
+    TASK_RECORD: {"task": {"goal": "g", "outcome": "failed",
+                           "changes": [{"path": "a.py", "added": 1, "removed": 2}],
+                           "checks": [{"command": "make test", "exit_status": 1}]}},
+    TASK_LIST: {"limit": 10},
+}  # fmt: skip
+# Keys of a valid body that may be left out (the rest must be there: leaving one out is a 4xx).
+OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {TASK_RECORD: ("task_id",)}
 # The operations whose bodies have no integer field at all.
-NO_INTEGERS = (RECEIPTS, REFS_GET, HANDOFF_NEXT, HANDOFF_WITHDRAW, SOURCE_GET)
+NO_INTEGERS = (RECEIPTS, REFS_GET, HANDOFF_NEXT, HANDOFF_WITHDRAW, SOURCE_GET, TASK_GET)
 
 
 def _bad_variants(path: str, scope: str) -> list[tuple[str, bytes]]:
@@ -275,8 +292,9 @@ def _bad_variants(path: str, scope: str) -> list[tuple[str, bytes]]:
         ("deeply nested scope", _with_raw(valid, "scope_id", _nested(ABSURD_DEPTH, "arrays"))),
     ]
     for key, value in valid.items():
-        missing = {k: v for k, v in valid.items() if k != key}
-        variants.append((f"missing {key}", _dumps(missing)))
+        if key not in OPTIONAL_KEYS.get(path, ()):
+            missing = {k: v for k, v in valid.items() if k != key}
+            variants.append((f"missing {key}", _dumps(missing)))
         wrong = 12345 if isinstance(value, str | dict) else "not-a-number"
         variants.append((f"wrong type for {key}", _dumps({**valid, key: wrong})))
         variants.append((f"list for {key}", _dumps({**valid, key: [value]})))

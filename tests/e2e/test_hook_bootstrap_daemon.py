@@ -26,7 +26,7 @@ from tests.e2e.helpers import (
 from tests.support.daemon import Daemon
 
 DELIVERED = "Deploy checklist: run the smoke tests first"
-PLAIN = "Deploy checklist lives in docs/deploy.md"
+PLAIN = "Deploy checklist: smoke tests first, then the canary (docs/deploy.md)"
 QUERY = "deploy checklist smoke tests"
 
 

@@ -276,7 +276,7 @@ def test_export_piped_into_import_elsewhere_serves_the_same_packs(
         [*CLI, "export", "--scope", scope], env=d.env(), capture_output=True, timeout=60
     )
     assert exported.returncode == 0, exported.stderr
-    assert exported.stdout.startswith(b'{"format":"powercontext.export","version":2,')
+    assert exported.stdout.startswith(b'{"format":"powercontext.export","version":3,')
     assert b"exported 1 scope(s)" in exported.stderr
 
     home = tmp_path / "elsewhere"

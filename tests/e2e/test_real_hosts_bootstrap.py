@@ -42,7 +42,7 @@ pytestmark = pytest.mark.e2e
 #: Eligible for the bootstrap pack (tagged) and relevant to the prompt.
 TAGGED = "The release checklist requires a signed changelog before every release tag."
 #: Relevant to the prompt, never eligible for bootstrap (no tag).
-PLAIN = "The release checklist lives in docs/release.md next to the changelog template."
+PLAIN = "The release checklist requires a green CI run before a release tag (docs/release.md)."
 PROMPT = "What does the release checklist require before a release tag?"
 BOOTSTRAP_BEGIN = "BEGIN_POWERCONTEXT_BOOTSTRAP_CONTEXT_V1"
 BOOTSTRAP_HEADER = "PowerContext bootstrap untrusted historical context."

@@ -145,7 +145,7 @@ def test_a_long_entry_is_truncated_at_the_item_cap(runtime: Runtime) -> None:
 def test_versions_a_bootstrap_receipt_delivered_are_named(runtime: Runtime) -> None:
     tags = ["bootstrap-context"]
     delivered = remember(runtime, "Deploy checklist: run the smoke tests", tags=tags)
-    remember(runtime, "Deploy checklist lives in docs/deploy.md")
+    remember(runtime, "Deploy checklist: smoke tests first, then the canary (docs/deploy.md)")
     boot = runtime.bootstrap.bootstrap(
         BootstrapContextRequest.model_validate(
             {"scope_id": SCOPE, "enabled": True, "profile": "powercontext.scope-bootstrap.v1",

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -24,6 +22,7 @@ from powercontext_runtime.search.analyzer import document_terms
 from powercontext_runtime.services.flush import FlushService
 from powercontext_runtime.store.flush import FlushStore
 from powercontext_runtime.store.memory import MemoryStore
+from tests.support.chat_model import FakeChatModel
 
 SCOPE = "git:example.com/acme/flush"
 
@@ -108,51 +107,21 @@ def test_an_empty_scope_is_idle(runtime: Runtime) -> None:
     assert (result.status, result.current_cursor, result.memory) == ("idle", 0, None)
 
 
-class _FakeModel:
-    """A local chat-completions endpoint whose next answer each test chooses."""
-
-    def __init__(self) -> None:
-        self.reply: tuple[int, bytes] = (200, b"{}")
-        self.slow = False  # answer only after the client's timeout (or at shutdown)
-        self.release = threading.Event()
-        self.requests: list[dict[str, Any]] = []
-        model = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers["Content-Length"])
-                model.requests.append(json.loads(self.rfile.read(length)))
-                if model.slow:
-                    model.release.wait(timeout=2)
-                status, body = model.reply
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (the timeout case)
-
-            def log_message(self, *_: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+class _FakeModel(FakeChatModel):
+    """The shared fake endpoint (tests/support/chat_model.py), answering in the extractor's
+    schema."""
 
     def answer(self, entries: Any) -> None:
-        content = entries if isinstance(entries, str) else json.dumps({"entries": entries})
-        body = {"choices": [{"message": {"role": "assistant", "content": content}}]}
-        self.reply = (200, json.dumps(body).encode())
+        self.answer_content(
+            entries if isinstance(entries, str) else json.dumps({"entries": entries})
+        )
 
 
 @pytest.fixture
 def model() -> Iterator[_FakeModel]:
     fake = _FakeModel()
     yield fake
-    fake.release.set()
-    fake.server.shutdown()
+    fake.close()
 
 
 def _model_flush(runtime: Runtime, model: _FakeModel, timeout: float = 5) -> FlushService:

@@ -34,6 +34,7 @@ from powercontext_runtime.errors import ConflictError, InvalidRequestError
 from powercontext_runtime.portability import importer
 from powercontext_runtime.portability.exporter import export
 from powercontext_runtime.portability.importer import import_file
+from powercontext_runtime.portability.records import ADDED_FIELDS
 from powercontext_runtime.search.analyzer import document_terms
 from powercontext_runtime.settings import Settings
 from powercontext_runtime.store._records import sha256_hex
@@ -287,7 +288,7 @@ def _bad_files(data: bytes) -> dict[str, tuple[bytes, str, int]]:
             5,
         ),
         "newer format version": (
-            _edit(data, 1, lambda r: {**r, "version": 3}),
+            _edit(data, 1, lambda r: {**r, "version": 4}),
             "import_unsupported_version",
             1,
         ),
@@ -500,7 +501,7 @@ def test_the_flush_history_survives_the_round_trip(
         flush_more(source, SHOP)
         data = exported(source)
         header = json.loads(data.split(b"\n", 1)[0])
-        assert header["version"] == 2 and header["counts"]["flush_runs"] == 2
+        assert header["version"] == 3 and header["counts"]["flush_runs"] == 2
         runs = [json.loads(line) for line in _lines(data) if b'"type":"flush_run"' in line]
         # The second run passed over the realistic scope's task result (position 4) too.
         assert [(r["from_cursor"], r["to_cursor"]) for r in runs] == [(0, 2), (2, 5)]
@@ -520,10 +521,23 @@ def test_the_flush_history_survives_the_round_trip(
         target.close()
 
 
-def as_version_1(data: bytes) -> bytes:
-    """The export as the previous release wrote it: no flush runs, no count of them."""
+def as_version_2(data: bytes) -> bytes:
+    """The export as version 2 wrote it: no candidate provenance, no distill cursor."""
     out = []
     for line in _lines(data):
+        record = json.loads(line)
+        if record.get("format") is not None:
+            record["version"] = 2
+        for name in ADDED_FIELDS.get(record.get("type", ""), {}).get(3, ()):
+            del record[name]
+        out.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+    return b"".join(out)
+
+
+def as_version_1(data: bytes) -> bytes:
+    """The export as the first release wrote it: no flush runs, no count of them."""
+    out = []
+    for line in _lines(as_version_2(data)):
         record = json.loads(line)
         if record.get("type") == "flush_run":
             continue
@@ -545,7 +559,7 @@ def test_a_version_1_file_still_imports(sqlite_pair: tuple[Runtime, Runtime]) ->
     assert packs(target, SHOP) == packs(source, SHOP)
     assert load(target, old).identical == 1  # its canonical form is the current version's
     again = exported(target)
-    assert json.loads(again.split(b"\n", 1)[0])["version"] == 2
+    assert json.loads(again.split(b"\n", 1)[0])["version"] == 3
     assert as_version_1(again) == old  # nothing but the (absent) flush history differs
     # A version 1 file cannot hold flush runs: the record type came with version 2.
     with_run = _lines(as_version_1(exported(source)))

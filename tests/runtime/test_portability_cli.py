@@ -96,7 +96,7 @@ def test_bad_arguments_and_files(
     assert code == 1
     error = json.loads(stderr)["error"]
     assert error["code"] == "import_unsupported_version"
-    assert error["details"] == {"line": 1, "field": "version", "supported": [1, 2]}
+    assert error["details"] == {"line": 1, "field": "version", "supported": [1, 2, 3]}
     # The unknown scope is named as typed, counted from 1 like the command line (not by a
     # 0-based index), and the message says which scopes the database has.
     code, _, stderr = run(

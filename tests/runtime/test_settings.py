@@ -82,3 +82,64 @@ def test_the_prompt_cache_defaults_to_64_mib_and_reaches_the_prompt_connection(
             assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -8 * 1024
     finally:
         runtime.close()
+
+
+def test_the_model_distiller_is_off_until_named_and_reads_its_own_endpoint(
+    tmp_path: Path,
+) -> None:
+    base = {"POWERCONTEXT_HOME": str(tmp_path)}
+    default = Settings.load(env=base)
+    assert "openai-compatible" not in default.distill
+    assert (default.distill_base_url, default.distill_model, default.distill_api_key) == (
+        None,
+        None,
+        None,
+    )
+    assert default.distill_timeout == 30.0
+    # The extractor's endpoint is not borrowed: a model for prompts does not get task results.
+    extractor = {
+        "POWERCONTEXT_EXTRACTOR": "openai-compatible",
+        "POWERCONTEXT_EXTRACTOR_BASE_URL": "http://127.0.0.1:11434/v1",
+        "POWERCONTEXT_EXTRACTOR_MODEL": "m",
+    }
+    assert Settings.load(env={**base, **extractor}).distill_base_url is None
+    env = {
+        **base,
+        "POWERCONTEXT_DISTILL": "offline,openai-compatible",
+        "POWERCONTEXT_DISTILL_BASE_URL": "https://models.example.com/v1",
+        "POWERCONTEXT_DISTILL_MODEL": "lesson-model",
+        "POWERCONTEXT_DISTILL_API_KEY": "sk-distill-secret",
+        "POWERCONTEXT_DISTILL_TIMEOUT": "12.5",
+    }
+    settings = Settings.load(env=env)
+    assert "openai-compatible" in settings.distill
+    assert (settings.distill_base_url, settings.distill_model, settings.distill_timeout) == (
+        "https://models.example.com/v1",
+        "lesson-model",
+        12.5,
+    )
+    assert settings.distill_api_key == "sk-distill-secret"
+    assert "sk-distill-secret" not in repr(settings)
+    assert Settings.load(env=env, distill_timeout=3).distill_timeout == 3.0
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"POWERCONTEXT_DISTILL_MODEL": "m"}, "needs POWERCONTEXT_DISTILL_BASE_URL"),
+        ({"POWERCONTEXT_DISTILL_BASE_URL": "http://x/v1"}, "and POWERCONTEXT_DISTILL_MODEL"),
+        (
+            {"POWERCONTEXT_DISTILL_BASE_URL": "ftp://x/v1", "POWERCONTEXT_DISTILL_MODEL": "m"},
+            "must be an http",
+        ),
+        ({"POWERCONTEXT_DISTILL_TIMEOUT": "0"}, "POWERCONTEXT_DISTILL_TIMEOUT"),
+        ({"POWERCONTEXT_DISTILL_TIMEOUT": "soon"}, "POWERCONTEXT_DISTILL_TIMEOUT"),
+        ({"POWERCONTEXT_DISTILL_MODEL": " "}, "set but empty"),
+    ],
+)
+def test_an_incomplete_model_distiller_refuses_to_start(
+    tmp_path: Path, env: dict[str, str], message: str
+) -> None:
+    named = {"POWERCONTEXT_DISTILL": "openai-compatible"}
+    with pytest.raises(ConfigError, match=message):
+        Settings.load(env={"POWERCONTEXT_HOME": str(tmp_path), **named, **env})

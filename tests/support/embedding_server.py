@@ -4,8 +4,11 @@ Vectors are deterministic "topic" vectors: each dimension is one topic, and a te
 a topic for every keyword of that topic it contains (English or Chinese), plus a small
 constant on the last dimension so no vector is zero. Texts about the same topic in two
 languages therefore share a direction while sharing no word — the case the semantic channel
-exists for. ``delay`` (seconds) and ``status`` make it slow or failing; ``requests`` counts
-calls and ``last_headers`` keeps the last request's headers.
+exists for. A ``dimension`` above the topics' pads the vector with zeros, so the server can
+stand in for a real model's size (bge-m3's 1024). ``delay`` (seconds) and ``status`` make it
+slow or failing; clearing ``gate`` holds every answer until it is set again (a server that
+never answers in time, without a timing guess). ``requests`` counts calls, ``last_headers``
+and ``last_model`` keep the last request's headers and model name.
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ def topic_vector(text: str) -> list[float]:
     return vector
 
 
+def _sized(vector: list[float], dimension: int) -> list[float]:
+    """``vector`` cut or zero-padded to ``dimension`` (a wrong size on purpose, or a real one)."""
+    return (vector + [0.0] * dimension)[:dimension]
+
+
 @dataclass
 class EmbeddingServer:
     url: str = ""
@@ -45,11 +53,14 @@ class EmbeddingServer:
     dimension: int = DIMENSION
     requests: int = 0
     last_headers: dict[str, str] = field(default_factory=dict)
+    last_model: str = ""
+    gate: threading.Event = field(default_factory=threading.Event)
 
 
 @contextmanager
 def embedding_server() -> Iterator[EmbeddingServer]:
     state = EmbeddingServer()
+    state.gate.set()
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -57,6 +68,8 @@ def embedding_server() -> Iterator[EmbeddingServer]:
             body: Any = json.loads(self.rfile.read(length))
             state.requests += 1
             state.last_headers = {k.lower(): v for k, v in self.headers.items()}
+            state.last_model = str(body.get("model", ""))
+            state.gate.wait()
             if state.delay:
                 time.sleep(state.delay)
             if self.path != "/v1/embeddings" or state.status != 200:
@@ -65,17 +78,24 @@ def embedding_server() -> Iterator[EmbeddingServer]:
                 return
             inputs = body["input"]
             data = [
-                {"object": "embedding", "index": i, "embedding": topic_vector(t)[: state.dimension]}
+                {
+                    "object": "embedding",
+                    "index": i,
+                    "embedding": _sized(topic_vector(t), state.dimension),
+                }
                 for i, t in enumerate(inputs)
             ]
             # Answer out of order: the client must place rows by ``index``.
             payload = json.dumps({"object": "list", "data": data[::-1], "model": body["model"]})
             raw = payload.encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
+            try:
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client's deadline passed while the gate held the answer: its choice
 
         def log_message(self, *_: object) -> None:
             pass

@@ -23,6 +23,17 @@ from .services.activity import ActivityService
 from .services.auth import Authenticator, ensure_local_tokens
 from .services.bootstrap import BootstrapService
 from .services.context import ContextService
+from .services.distill import (
+    OUTCOMES as DISTILL_OUTCOMES,
+)
+from .services.distill import (
+    Distiller,
+    DistillService,
+    DistillState,
+    DistillWorker,
+    OfflineDistiller,
+    read_distill_state,
+)
 from .services.flush import FlushService
 from .services.memory import MemoryService
 from .services.review import ReviewService
@@ -47,6 +58,8 @@ _log = logging.getLogger("powercontext.runtime")
 
 #: In the data dir: the embedding worker's last round, for the processes that do not run it.
 EMBEDDING_STATE_FILE = "embedding-worker.json"
+#: The same for the distill worker (its state and counts, for /metrics under --workers).
+DISTILL_STATE_FILE = "distill-worker.json"
 
 
 @dataclass
@@ -69,6 +82,10 @@ class Runtime:
     semantic: SemanticChannel | None = None
     #: This process's embedding worker, once :meth:`embedding_worker` made it.
     worker: EmbeddingWorker | None = field(default=None, repr=False)
+    #: The distillers over recorded task results; None with ``POWERCONTEXT_DISTILL=off``.
+    distill: DistillService | None = None
+    #: This process's distill worker, once :meth:`distill_worker` made it.
+    distiller_worker: DistillWorker | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, settings: Settings, *, prepare: bool = True) -> Runtime:
@@ -84,9 +101,15 @@ class Runtime:
             db.dispose()
             raise
         memory = MemoryService(memory_store, semantic)
-        review = ReviewService(ReviewStore(db, document_terms))
+        review_store = ReviewStore(db, document_terms)
+        review = ReviewService(review_store)
         bootstrap = BootstrapService(BootstrapStore(db))
         sources = SourceStore(db)
+        try:
+            distillers = _distillers(settings)
+        except BaseException:
+            db.dispose()
+            raise
         runtime = cls(
             settings=settings,
             db=db,
@@ -104,6 +127,7 @@ class Runtime:
             activity=ActivityService(ActivityStore(db)),
             recall=RecallLedger(db),
             semantic=semantic,
+            distill=DistillService(db, review_store, distillers) if distillers else None,
         )
         if prepare:
             try:
@@ -161,6 +185,39 @@ class Runtime:
         self.memory.on_write = worker.wake
         self.worker = worker
         return worker
+
+    def distill_worker(self) -> DistillWorker | None:
+        """The background distiller for the serving process (None with
+        ``POWERCONTEXT_DISTILL=off``); a local ``record_task_result`` wakes it."""
+        if self.distill is None:
+            return None
+        worker = DistillWorker(self.distill, state_file=self.settings.home / DISTILL_STATE_FILE)
+        self.task_results.on_record = worker.wake
+        self.distiller_worker = worker
+        return worker
+
+    def distill_state(self) -> DistillState | None:
+        """The distill worker's last round and counts: this process's, or under ``serve
+        --workers N`` (it runs in the supervisor) the one it published; None when off or
+        before its first round."""
+        if self.distill is None:
+            return None
+        if self.distiller_worker is not None:
+            return self.distiller_worker.state
+        return read_distill_state(self.settings.home / DISTILL_STATE_FILE)
+
+    def distill_counts(self) -> dict[tuple[str, str], int]:
+        """``(distiller, outcome) -> count`` since the worker started, every enabled
+        distiller's outcomes present (zeros included); empty when off (``/metrics``)."""
+        if self.distill is None:
+            return {}
+        state = self.distill_state()
+        counts = {} if state is None else state.counts
+        return {
+            (name, outcome): counts.get(f"{name}/{outcome}", 0)
+            for name in self.distill.names
+            for outcome in DISTILL_OUTCOMES
+        }
 
     def embedding_status(self) -> EmbeddingStatus:
         """The semantic channel's progress (``doctor``, ``/health/ready``, ``/metrics``, the
@@ -281,6 +338,36 @@ def _semantic(settings: Settings, db: Database) -> SemanticChannel | None:
         prepare=Admission(prepare_floor, PREPARE_VECTOR_ONLY, search_floor),
         waits_on_network=settings.embeddings == "openai",
     )
+
+
+def _distillers(settings: Settings) -> list[Distiller]:
+    """The distillers ``POWERCONTEXT_DISTILL`` names, in its order."""
+    made: list[Distiller] = []
+    for name in settings.distill:
+        if name == "offline":
+            made.append(OfflineDistiller())
+        else:
+            made.append(_model_distiller(settings))
+    return made
+
+
+def _model_distiller(settings: Settings) -> Distiller:
+    """The OpenAI-compatible model distiller (``distill/openai_compatible.py``), imported only
+    when asked for, like the extractor's client. The hook: that module's
+    ``from_settings(settings)`` builds it, or raises ``ConfigError`` naming what is missing."""
+    try:
+        from .distill import openai_compatible
+    except ImportError:
+        raise ConfigError(
+            "POWERCONTEXT_DISTILL=openai-compatible is not available in this build"
+        ) from None
+    factory = getattr(openai_compatible, "from_settings", None)
+    if factory is None:
+        raise ConfigError("POWERCONTEXT_DISTILL=openai-compatible is not available in this build")
+    distiller: Distiller | None = factory(settings)
+    if distiller is None:  # the module answers None when the settings do not name it
+        raise ConfigError("POWERCONTEXT_DISTILL does not name openai-compatible")
+    return distiller
 
 
 def _extractor(settings: Settings) -> Extractor:

@@ -120,6 +120,21 @@ class Metrics:
             multiprocess_mode="livemostrecent",
         )
 
+        # The distill worker's counts since it started (it runs in one process: this one, or
+        # the supervisor, whose published counts are set here when /metrics is rendered).
+        # Never content: the distiller's name and a closed outcome.
+        self._distilled = Gauge(
+            "powercontext_distilled_lessons",
+            "Lessons the distill worker handled since it started, by distiller (offline, "
+            "openai-compatible) and outcome: proposed (a new pending candidate), merged (a "
+            "pending one got the evidence as a new version), revision (a revision candidate "
+            "of an approved Experience), unchanged (already cited, evidence full, or a "
+            "rejected lesson), failed (the distiller raised, or the lesson was refused).",
+            ("distiller", "outcome"),
+            registry=r,
+            multiprocess_mode="livemostrecent",
+        )
+
         # Label lookups are most of a sample's cost (≈ 4 µs each); every request of the prompt
         # path records three, so the children are kept once made.
         self._children: dict[tuple[object, ...], Any] = {}
@@ -150,6 +165,12 @@ class Metrics:
         self._embeddings_vectors.set(status.vectors or 0)
         for state in EMBEDDING_WORKER_STATES:
             self._child(self._embedding_worker, state).set(1 if state == status.state else 0)
+
+    def distilled(self, counts: dict[tuple[str, str], int]) -> None:
+        """Record the distill worker's counts, ``(distiller, outcome) -> n`` (zeros
+        included, so every series of an enabled distiller exists from the start)."""
+        for (distiller, outcome), value in counts.items():
+            self._child(self._distilled, distiller, outcome).set(value)
 
     def pack_counts(self) -> list[tuple[str, str, str, str, int]]:
         """``(operation, status, mode, reason, count)`` of every pack counted so far (the

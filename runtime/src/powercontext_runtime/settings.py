@@ -241,6 +241,44 @@ def _embedding_settings(
     }
 
 
+#: The distillers ``POWERCONTEXT_DISTILL`` may name (services/distill.py).
+DISTILLERS = ("offline", "openai-compatible")
+
+
+def _distillers(value: object) -> tuple[str, ...]:
+    """``POWERCONTEXT_DISTILL``: ``off``, or a comma list of :data:`DISTILLERS` (``offline``
+    by default: it only proposes pending candidates, so it is safe to have on)."""
+    names = [part.strip().lower() for part in str(value).split(",") if part.strip()]
+    if names == ["off"]:
+        return ()
+    if not names or any(name not in DISTILLERS for name in names):
+        raise ConfigError(
+            "POWERCONTEXT_DISTILL must be 'off' or a comma-separated list of: "
+            + ", ".join(DISTILLERS)
+        )
+    return tuple(dict.fromkeys(names))
+
+
+def _distill_model_settings(
+    pick: Callable[[str, str, object], object], env: Mapping[str, str]
+) -> dict[str, object]:
+    """The model distiller's endpoint (``openai-compatible`` in ``POWERCONTEXT_DISTILL``), in
+    the extractor's style: base URL, model, a key from the environment only, a timeout. Its
+    own variables, not the extractor's: a model for prompts must not also start receiving
+    task results (commands, output tails) unless the operator names it here too."""
+    base_url = pick("distill_base_url", "POWERCONTEXT_DISTILL_BASE_URL", None)
+    model = pick("distill_model", "POWERCONTEXT_DISTILL_MODEL", None)
+    return {
+        "distill_base_url": None if base_url is None else str(base_url).strip(),
+        "distill_model": None if model is None else str(model).strip(),
+        "distill_api_key": env.get("POWERCONTEXT_DISTILL_API_KEY") or None,
+        "distill_timeout": _positive_float(
+            pick("distill_timeout", "POWERCONTEXT_DISTILL_TIMEOUT", 30.0),
+            "POWERCONTEXT_DISTILL_TIMEOUT",
+        ),
+    }
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -295,6 +333,15 @@ class Settings:
     #: Cosine similarity a vector-only candidate needs (None: the model's calibrated default).
     embeddings_min_similarity: float | None = None
     embeddings_prepare_min_similarity: float | None = None
+    #: The model distiller's endpoint (used when ``distill`` names ``openai-compatible``):
+    #: chat-completions base URL, model name, bearer key, seconds for one call.
+    distill_base_url: str | None = None
+    distill_model: str | None = None
+    distill_api_key: str | None = field(default=None, repr=False)
+    distill_timeout: float = 30.0
+    #: The distillers the distill worker runs over recorded task results
+    #: (``POWERCONTEXT_DISTILL``; empty: off). They only ever propose pending candidates.
+    distill: tuple[str, ...] = ("offline",)
 
     @property
     def token_file(self) -> Path:
@@ -413,10 +460,14 @@ class Settings:
             ),
         )
         settings = replace(settings, **_embedding_settings(pick, env))  # type: ignore[arg-type]
+        settings = replace(settings, **_distill_model_settings(pick, env))  # type: ignore[arg-type]
         hosts = pick("allowed_hosts", "POWERCONTEXT_ALLOWED_HOSTS", ())
         if isinstance(hosts, str):
             hosts = tuple(name.strip() for name in hosts.split(",") if name.strip())
         settings = replace(settings, allowed_hosts=_host_names(hosts))
+        settings = replace(
+            settings, distill=_distillers(pick("distill", "POWERCONTEXT_DISTILL", "offline"))
+        )
         settings = replace(settings, **_serving_settings(pick, home))  # type: ignore[arg-type]
         if given:
             raise ConfigError(f"unknown settings: {', '.join(sorted(given))}")
@@ -447,6 +498,14 @@ class Settings:
                 )
             if not self.extractor_base_url.startswith(("http://", "https://")):
                 raise ConfigError("POWERCONTEXT_EXTRACTOR_BASE_URL must be an http(s) URL")
+        if "openai-compatible" in self.distill:
+            if not self.distill_base_url or not self.distill_model:
+                raise ConfigError(
+                    "the openai-compatible distiller needs POWERCONTEXT_DISTILL_BASE_URL "
+                    "and POWERCONTEXT_DISTILL_MODEL"
+                )
+            if not self.distill_base_url.startswith(("http://", "https://")):
+                raise ConfigError("POWERCONTEXT_DISTILL_BASE_URL must be an http(s) URL")
         if self.embeddings == "openai":
             if (
                 not self.embeddings_base_url

@@ -324,12 +324,20 @@ def _doctor(args: argparse.Namespace) -> int:
     return _doctor_report(checks, as_json=args.json)
 
 
+#: A failure that is a setting to fix, with the fix (the surfaces show a failure by its type).
+_EMBEDDING_HINTS = {
+    "EmbeddingDimensionError": ": the endpoint's vectors are not POWERCONTEXT_EMBEDDINGS_DIMENSION "
+    "long; set it to the model's size",
+}
+
+
 def _embedding_line(status: EmbeddingStatus) -> str:
     """The daemon's embedding progress in a line: ``off``, or the worker's state, the pending
     count, the vectors stored and the model; a failure by its kind (never content)."""
     if status.state == "off":
         return "off (the semantic channel: POWERCONTEXT_EMBEDDINGS=local or openai)"
-    state = f"failing ({status.error})" if status.state == "failing" else status.state
+    error = f"{status.error}{_EMBEDDING_HINTS.get(status.error or '', '')}"
+    state = f"failing ({error})" if status.state == "failing" else status.state
     pending = f"{status.pending or 0:,}{'+' if status.pending_capped else ''}"
     line = f"{state}: {pending} pending, {status.vectors or 0:,} vectors ({status.model})"
     return line + (f", last round {status.last_round}" if status.last_round else "")

@@ -36,6 +36,7 @@ from ..files import check_data_dir
 from ..http import create_app
 from ..logs import configure_logging
 from ..metrics import prepare_multiprocess_dir
+from ..services.distill import DistillWorker
 from ..services.periodic import Periodic
 from ..services.semantic import EmbeddingWorker
 from ..serving.limits import ConnectionLimits, ServingConfig
@@ -137,8 +138,12 @@ def _ready_line(settings: Settings, listeners: Listeners) -> str:
     return f"PowerContext runtime: {where}  ({token_note}{workers_note})\n"
 
 
-def _background_jobs(runtime: Runtime, settings: Settings) -> list[Periodic | EmbeddingWorker]:
-    jobs: list[Periodic | EmbeddingWorker] = []
+def _background_jobs(
+    runtime: Runtime, settings: Settings
+) -> list[Periodic | EmbeddingWorker | DistillWorker]:
+    """This process's jobs: with ``--workers N`` it is the supervisor, so each runs once per
+    data dir, never once per worker."""
+    jobs: list[Periodic | EmbeddingWorker | DistillWorker] = []
     if settings.flush_interval > 0:
         flush = runtime.flush.flush_pending
         jobs.append(Periodic("periodic_flush", settings.flush_interval, flush))
@@ -148,6 +153,9 @@ def _background_jobs(runtime: Runtime, settings: Settings) -> list[Periodic | Em
     worker = runtime.embedding_worker()  # the semantic channel's queue (None when off)
     if worker is not None:
         jobs.append(worker)
+    distill = runtime.distill_worker()  # task results -> pending candidates (None when off)
+    if distill is not None:
+        jobs.append(distill)
     return jobs
 
 

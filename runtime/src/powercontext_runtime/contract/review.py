@@ -22,6 +22,7 @@ __all__ = [
     "ListCandidatesRequest",
     "ProposeExperienceRequest",
     "ProposeSkillRequest",
+    "ProposedBy",
     "RejectCandidateRequest",
     "ReviseCandidateRequest",
     "SkillArtifact",
@@ -153,6 +154,13 @@ class ReviseCandidateRequest(StrictModel):
     reason: Note | None = None
 
 
+#: Who proposed a candidate: ``agent`` (propose_experience / propose_skill over HTTP, MCP or
+#: the CLI: an agent, a host's model, a person) or a distiller of the runtime's own
+#: (``offline`` rules, the ``openai-compatible`` model), from recorded task results.
+ProposedBy = Literal["agent", "offline", "openai-compatible"]
+PROPOSERS: tuple[ProposedBy, ...] = ("agent", "offline", "openai-compatible")
+
+
 class Candidate(StrictModel):
     candidate_id: str
     version: int
@@ -165,6 +173,11 @@ class Candidate(StrictModel):
     reason: str | None
     result_artifact: ArtifactRef | None
     decision_reason: str | None
+    #: Read-only provenance (a request cannot set it): see :data:`ProposedBy`.
+    proposed_by: ProposedBy = Field(
+        description="Who proposed it: agent (propose_experience/propose_skill) or a distiller "
+        "of the runtime (offline, openai-compatible) from recorded task results"
+    )
     created_at: str
     updated_at: str
 

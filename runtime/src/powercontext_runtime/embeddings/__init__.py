@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Embedder",
+    "EmbeddingDimensionError",
     "EmbeddingTimeoutError",
     "EmbeddingUnavailableError",
     "normalise_rows",
@@ -37,6 +38,11 @@ class EmbeddingTimeoutError(EmbeddingUnavailableError):
     """The embedder did not answer within its deadline."""
 
     default_code = "embedding_timeout"
+
+
+class EmbeddingDimensionError(EmbeddingUnavailableError):
+    """The endpoint answered vectors of another size than the configured dimension: a setting
+    to fix, not an outage, so the progress surfaces (which show a failure by its type) name it."""
 
 
 class Embedder(Protocol):

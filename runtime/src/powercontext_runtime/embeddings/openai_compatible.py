@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from . import EmbeddingTimeoutError, EmbeddingUnavailableError, normalise_rows
+from . import (
+    EmbeddingDimensionError,
+    EmbeddingTimeoutError,
+    EmbeddingUnavailableError,
+    normalise_rows,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -103,6 +108,11 @@ def _parse(raw: bytes, expected: int, dimension: int) -> list[list[float]]:
         for position, item in enumerate(data):
             index = item.get("index", position)
             vector = item["embedding"]
+            if isinstance(vector, list) and len(vector) != dimension:
+                raise EmbeddingDimensionError(
+                    f"the embedding endpoint gave an invalid answer: vectors of {len(vector)} "
+                    f"dimensions where POWERCONTEXT_EMBEDDINGS_DIMENSION is {dimension}"
+                )
             if (
                 not isinstance(index, int)
                 or not 0 <= index < expected

@@ -165,7 +165,9 @@ def get_metrics(request: Request) -> Response:
     (pending versions, the worker's state). Labels are closed
     vocabularies; no scope, query, content or token is ever a label. Needs `read`."""
     metrics: Metrics = request.app.state.metrics
-    metrics.embeddings(request.app.state.runtime.embedding_status())
+    runtime = request.app.state.runtime
+    metrics.embeddings(runtime.embedding_status())
+    metrics.distilled(runtime.distill_counts())
     return Response(metrics.render(), media_type=CONTENT_TYPE)
 
 

@@ -218,6 +218,7 @@ def scope_records(
             "scope_id": scope_id,
             "last_position": source_head.last_position,
             "flush_cursor": source_head.flush_cursor,
+            "distill_cursor": source_head.distill_cursor,
         }
         yield from _sources(conn, scope_id)
         yield from _flush_runs(conn, scope_id)
@@ -335,6 +336,8 @@ def _candidates(conn: Connection, scope_id: str) -> Iterator[dict[str, Any]]:
             "target": _artifact_ref(row.target),
             "result_artifact": _artifact_ref(row.result_artifact),
             "decision_reason": row.decision_reason,
+            "proposed_by": row.proposed_by or "agent",
+            "signature": row.signature,
             "created_at": row.created_at,
             "updated_at": row.updated_at,
             "versions": sorted(versions.get(row.candidate_id, []), key=lambda v: v["version"]),

@@ -630,6 +630,9 @@ class _ScopeWriter:
                 if r["result_artifact"] is None
                 else canonical_json(r["result_artifact"]),
                 decision_reason=r["decision_reason"],
+                # Absent from a version 1-2 file (written as parsed: records.ADDED_FIELDS).
+                proposed_by=r.get("proposed_by", "agent"),
+                signature=r.get("signature"),
                 created_at=r["created_at"],
                 updated_at=r["updated_at"],
             )
@@ -674,6 +677,7 @@ class _ScopeWriter:
                 scope_id=r["scope_id"],
                 last_position=r["last_position"],
                 flush_cursor=r["flush_cursor"],
+                distill_cursor=r.get("distill_cursor"),  # absent before version 3
             )
         )
 

@@ -16,7 +16,10 @@ value: a value can be stored content.
 
 Version 2 added the ``flush_run`` records (and their ``counts`` key); a version 1 file has
 none and is still read, its records taking their version 2 canonical form (``flush_runs``
-counted 0), so a scope imported from it compares equal to its re-export.
+counted 0), so a scope imported from it compares equal to its re-export. Version 3 added
+fields (:data:`ADDED_FIELDS`): a candidate's ``proposed_by`` and ``signature`` and the source
+head's ``distill_cursor``; an older file's records read as ``"agent"``, ``null`` and ``null``
+(before the distillers only the API proposed, and nothing had been distilled).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from ..contract.limits import (
     TAG_PATTERN,
     TASK_RESULT_PREFIX,
 )
-from ..contract.review import ExperienceProposal, SkillProposal
+from ..contract.review import PROPOSERS, ExperienceProposal, SkillProposal
 from ..contract.task_results import TaskId, TaskResult
 from ..errors import InvalidRequestError
 from ..store._records import ARTIFACT_REFS, SOURCE_REFS, canonical_json, sha256_hex
@@ -59,10 +62,10 @@ __all__ = [
 ]
 
 FORMAT = "powercontext.export"
-VERSION = 2
+VERSION = 3
 #: The versions this runtime imports. Each new version only adds record types (and their
-#: count keys), so an older file is a newer one without those records.
-READABLE = (1, 2)
+#: count keys) or fields (:data:`ADDED_FIELDS`), so an older file is a newer one without them.
+READABLE = (1, 2, 3)
 #: Longest line read (a captured source of 200,000 characters fits several times over); a
 #: longer one is refused instead of being read into memory whole.
 MAX_LINE_BYTES = 8 << 20
@@ -79,9 +82,15 @@ COUNT_KEYS = (
     "flush_runs",
 )
 #: The ``counts`` keys of each readable version.
-VERSION_COUNT_KEYS = {1: COUNT_KEYS[:7], 2: COUNT_KEYS}
+VERSION_COUNT_KEYS = {1: COUNT_KEYS[:7], 2: COUNT_KEYS, 3: COUNT_KEYS}
 #: The record types added after each readable version: a file of that version has none.
-LATER_TYPES = {1: frozenset({"flush_run"}), 2: frozenset()}
+LATER_TYPES = {1: frozenset({"flush_run"}), 2: frozenset(), 3: frozenset()}
+#: Fields added to a record type by a version: ``{type: {version: fields}}``; a file of an
+#: earlier version has none of them.
+ADDED_FIELDS: dict[str, dict[int, tuple[str, ...]]] = {
+    "candidate": {3: ("proposed_by", "signature")},
+    "source_head": {3: ("distill_cursor",)},
+}
 
 SCOPE = ("type", "scope_id", "counts")
 MEMORY_HEAD = ("type", "scope_id", "revision", "updated_at")
@@ -97,12 +106,13 @@ ARTIFACT_REVISION = (
 ARTIFACT_HEAD = ("type", "scope_id", "family", "artifact_id", "revision", "updated_at")
 CANDIDATE = (
     "type", "scope_id", "candidate_id", "family", "status", "version", "target",
-    "result_artifact", "decision_reason", "created_at", "updated_at", "versions",
+    "result_artifact", "decision_reason", "proposed_by", "signature", "created_at", "updated_at",
+    "versions",
 )  # fmt: skip
 CANDIDATE_VERSION = ("version", "proposal", "source_refs", "artifact_refs", "reason", "created_at")
 REFERENCES = ("type", "scope_id", "references", "version", "updated_at")
 HANDOFF_DELIVERY = ("type", "scope_id", "revision", "queued_at")
-SOURCE_HEAD = ("type", "scope_id", "last_position", "flush_cursor")
+SOURCE_HEAD = ("type", "scope_id", "last_position", "flush_cursor", "distill_cursor")
 SOURCE = (
     "type", "scope_id", "position", "source_id", "name", "payload_hash", "content", "metadata",
     "created_at",
@@ -188,6 +198,16 @@ class _Bad(Exception):
         super().__init__(problem)
         self.field = field
         self.problem = problem
+
+
+def keys_of(kind: str, version: int) -> tuple[str, ...]:
+    """A record type's keys in a file of ``version``: :data:`KEYS` without the fields a later
+    version added."""
+    later = {
+        name for added, names in ADDED_FIELDS.get(kind, {}).items() if added > version
+        for name in names
+    }  # fmt: skip
+    return tuple(key for key in KEYS[kind] if key not in later)
 
 
 def _fields(record: Any, keys: tuple[str, ...]) -> None:
@@ -449,7 +469,7 @@ class ScopeReader:
             raise _Bad("type", "a scope's section starts with its scope record")
         self._rank = rank
         self._seen_once.add(kind)
-        _fields(record, KEYS[kind])
+        _fields(record, keys_of(kind, self.version))
         return _READERS[kind](self, record)
 
     # -- per type ------------------------------------------------------------------------------
@@ -619,6 +639,10 @@ class ScopeReader:
             "target": _ref(r["target"], "target"),
             "result_artifact": _ref(r["result_artifact"], "result_artifact"),
             "decision_reason": _opt_text(r["decision_reason"], "decision_reason"),
+            "proposed_by": _choice(r.get("proposed_by", "agent"), "proposed_by", PROPOSERS),
+            "signature": (
+                None if r.get("signature") is None else _hex64(r["signature"], "signature")
+            ),
             "created_at": _int(r["created_at"], "created_at"),
             "updated_at": _int(r["updated_at"], "updated_at"),
             "versions": checked,
@@ -653,11 +677,17 @@ class ScopeReader:
             _int(r["last_position"], "last_position"),
             _int(r["flush_cursor"], "flush_cursor"),
         )
+        distill_cursor = r.get("distill_cursor")
+        if distill_cursor is not None:
+            distill_cursor = _int(distill_cursor, "distill_cursor")
+            if distill_cursor > self.source_head[0]:
+                raise _Bad("distill_cursor", "is past the scope's last source position")
         return {
             "type": "source_head",
             "scope_id": self.scope_id,
             "last_position": self.source_head[0],
             "flush_cursor": self.source_head[1],
+            "distill_cursor": distill_cursor,
         }
 
     def _source(self, r: dict[str, Any]) -> dict[str, Any]:

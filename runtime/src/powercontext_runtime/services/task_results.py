@@ -8,6 +8,7 @@ one. Nothing here logs: a task result is content (docs/security.md).
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 
 from ..contract import limits
 from ..contract.task_results import (
@@ -90,11 +91,16 @@ def redacted(task: TaskResult) -> tuple[TaskResult, int]:
 class TaskResultService:
     def __init__(self, store: TaskResultStore) -> None:
         self._store = store
+        #: Called after a new task result committed: the serving process's distill worker
+        #: wakes (``Runtime.distill_worker``), instead of waiting for its next poll.
+        self.on_record: Callable[[], None] = lambda: None
 
     def record(self, req: RecordTaskResultRequest) -> RecordOutcome:
         task_id = req.task_id or "tr_" + secrets.token_hex(8)
         task, count = redacted(req.task)
         position, created = self._store.record(req.scope_id, task_id, task)
+        if created:
+            self.on_record()
         response = RecordTaskResultResponse(
             status="recorded", source=task_result_ref(task_id), position=position, redactions=count
         )

@@ -26,6 +26,7 @@ from ..contract.review import (
     ExperienceProposal,
     GetCandidateRequest,
     ListCandidatesRequest,
+    ProposedBy,
     ProposeExperienceRequest,
     ProposeSkillRequest,
     RejectCandidateRequest,
@@ -43,6 +44,7 @@ from ._records import (
     encode_cursor,
     iso_time,
     new_id,
+    sha256_hex,
 )
 from .database import Database, now_ms
 from .fulltext import read_frequencies
@@ -52,11 +54,20 @@ from .schema import (
     candidate_versions,
     candidates,
     memory_heads,
+    source_heads,
     sources,
 )
 from .tracing import LexicalTrace, trace_lexical
 
-__all__ = ["ApprovedExperience", "ReviewStore", "StoredArtifact", "experience_search_text"]
+__all__ = [
+    "DISTILL_MATCH_CHANGED",
+    "ApprovedExperience",
+    "DistilledMatch",
+    "ReviewStore",
+    "StoredArtifact",
+    "experience_search_text",
+    "signature_digest",
+]
 
 ReviewedFamily = Literal["experience", "skill"]
 Analyze = Callable[[str], list[str]]
@@ -90,6 +101,33 @@ class ApprovedExperience:
     score: float
 
 
+#: The conflict code a distilled proposal raises when, between the distill worker's read and
+#: its write, another candidate with the same signature appeared (never reaches a client:
+#: the worker reads again and decides again).
+DISTILL_MATCH_CHANGED = "distill_match_changed"
+
+
+def signature_digest(signature: str) -> str:
+    """What is stored of a lesson signature (``candidates.signature``): its SHA-256, so the
+    column has a fixed width for the index whatever a distiller's signature holds."""
+    return sha256_hex("lesson-signature-v1", signature)
+
+
+@dataclass(frozen=True, slots=True)
+class DistilledMatch:
+    """The newest candidate proposed with a lesson signature, as the distill worker decides
+    on it: its status and current version, and for an approved one the artifact's current
+    head (``head``), which a revision candidate must target exactly."""
+
+    candidate_id: str
+    status: Literal["pending", "approved", "rejected"]
+    version: int
+    proposal: dict[str, Any]
+    source_refs: list[SourceRef]
+    artifact_refs: list[ArtifactRef]
+    head: StoredArtifact | None
+
+
 def experience_search_text(content: dict[str, str]) -> str:
     return "\n".join(content[field] for field in ("situation", "action", "outcome", "lesson"))
 
@@ -105,9 +143,29 @@ class ReviewStore:
     # -- proposals ---------------------------------------------------------------------------
 
     def propose(
-        self, family: ReviewedFamily, req: ProposeExperienceRequest | ProposeSkillRequest
+        self,
+        family: ReviewedFamily,
+        req: ProposeExperienceRequest | ProposeSkillRequest,
+        *,
+        proposed_by: ProposedBy = "agent",
+        signature: str | None = None,
+        newest: str | None = None,
     ) -> Candidate:
+        """A pending v1. ``proposed_by`` and ``signature`` (a :func:`signature_digest`) are the
+        distill worker's: with a signature, the write first locks the scope's source head (so
+        distilled proposals of one scope are serialised on every backend) and checks that the
+        newest candidate with that signature is still ``newest`` (the one the worker decided
+        on; None: there was none), else 409 :data:`DISTILL_MATCH_CHANGED` — never a duplicate.
+        """
+
         def work(conn: Connection) -> Candidate:
+            if signature is not None:
+                self._lock_scope(conn, req.scope_id)
+                found = self._newest_with_signature(conn, req.scope_id, signature)
+                if (None if found is None else found.candidate_id) != newest:
+                    raise ConflictError(
+                        "another candidate with this lesson appeared", code=DISTILL_MATCH_CHANGED
+                    )
             if req.target is not None:
                 self._check_target(conn, req.scope_id, req.target, lock=False)
             self._require_evidence(
@@ -125,6 +183,8 @@ class ReviewStore:
                     target=None if req.target is None else canonical_json(req.target.model_dump()),
                     result_artifact=None,
                     decision_reason=None,
+                    proposed_by=proposed_by,
+                    signature=signature,
                     created_at=now,
                     updated_at=now,
                 )
@@ -175,6 +235,58 @@ class ReviewStore:
             else None
         )
         return CandidateList(candidates=items, next_cursor=next_cursor)
+
+    def distilled_match(self, scope_id: str, signature: str) -> DistilledMatch | None:
+        """The newest candidate of the scope proposed with ``signature`` (a
+        :func:`signature_digest`), in one read snapshot; None when there is none."""
+        with self._db.read() as conn:
+            found = self._newest_with_signature(conn, scope_id, signature)
+            if found is None:
+                return None
+            row = self._version_row(conn, scope_id, found.candidate_id, found.version)
+            head = None
+            if found.status == "approved" and found.result_artifact is not None:
+                result = ArtifactRef.model_validate_json(found.result_artifact)
+                revision = conn.execute(
+                    select(_h.c.revision).where(
+                        _h.c.scope_id == scope_id,
+                        _h.c.family == result.family,
+                        _h.c.artifact_id == result.artifact_id,
+                    )
+                ).scalar()
+                if revision is not None:
+                    current = result.model_copy(update={"revision": int(revision)})
+                    head = self._stored(conn, scope_id, current)
+        return DistilledMatch(
+            candidate_id=found.candidate_id,
+            status=found.status,
+            version=found.version,
+            proposal=json.loads(row.proposal),
+            source_refs=SOURCE_REFS.validate_json(row.source_refs),
+            artifact_refs=ARTIFACT_REFS.validate_json(row.artifact_refs),
+            head=head,
+        )
+
+    def _newest_with_signature(
+        self, conn: Connection, scope_id: str, signature: str
+    ) -> Row[Any] | None:
+        return conn.execute(
+            select(_c.c.candidate_id, _c.c.status, _c.c.version, _c.c.result_artifact)
+            .where(_c.c.scope_id == scope_id, _c.c.signature == signature)
+            .order_by(_c.c.created_at.desc(), _c.c.candidate_id.desc())
+            .limit(1)
+        ).first()
+
+    def _lock_scope(self, conn: Connection, scope_id: str) -> None:
+        """Hold the scope's source-head row until commit (OceanBase; SQLite's write
+        transactions are serialised already). It exists: a distilled proposal cites a task
+        result, whose append created it."""
+        if self._db.backend != "sqlite":
+            conn.execute(
+                select(source_heads.c.scope_id)
+                .where(source_heads.c.scope_id == scope_id)
+                .with_for_update()
+            ).first()
 
     # -- review decisions --------------------------------------------------------------------
 
@@ -311,16 +423,19 @@ class ReviewStore:
         if ref.family != family:
             raise NotFoundError(f"no such {family} revision", code="artifact_not_found")
         with self._db.read() as conn:
-            row = conn.execute(
-                select(_a).where(
-                    _a.c.scope_id == scope_id,
-                    _a.c.family == family,
-                    _a.c.artifact_id == ref.artifact_id,
-                    _a.c.revision == ref.revision,
-                )
-            ).first()
+            return self._stored(conn, scope_id, ref)
+
+    def _stored(self, conn: Connection, scope_id: str, ref: ArtifactRef) -> StoredArtifact:
+        row = conn.execute(
+            select(_a).where(
+                _a.c.scope_id == scope_id,
+                _a.c.family == ref.family,
+                _a.c.artifact_id == ref.artifact_id,
+                _a.c.revision == ref.revision,
+            )
+        ).first()
         if row is None:
-            raise NotFoundError(f"no such {family} revision", code="artifact_not_found")
+            raise NotFoundError(f"no such {ref.family} revision", code="artifact_not_found")
         return StoredArtifact(
             reference=ref,
             content=json.loads(row.content),
@@ -693,6 +808,7 @@ class ReviewStore:
                 else ArtifactRef.model_validate_json(head.result_artifact)
             ),
             decision_reason=head.decision_reason,
+            proposed_by=head.proposed_by or "agent",
             created_at=iso_time(head.created_at),
             updated_at=iso_time(head.updated_at),
         )

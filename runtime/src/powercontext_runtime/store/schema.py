@@ -146,6 +146,9 @@ source_heads = Table(
     Column("scope_id", String(256), primary_key=True),
     Column("last_position", Integer, nullable=False),
     Column("flush_cursor", Integer, nullable=False, default=0),
+    # The distill worker's high-water mark (services/distill.py): every position up to it has
+    # been read by the distillers. NULL (a scope from before, or never distilled) reads as 0.
+    Column("distill_cursor", Integer, nullable=True),
     **_TABLE_OPTIONS,
 )
 
@@ -272,7 +275,16 @@ candidates = Table(
     Column("decision_reason", Text, nullable=True),
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
+    # Provenance: ``agent`` (propose_experience/propose_skill over the API, MCP or CLI) or the
+    # distiller that proposed it (``offline``, ``openai-compatible``). NULL: from before the
+    # distillers, when only the API could propose, so it reads as ``agent``.
+    Column("proposed_by", String(32), nullable=True),
+    # A distilled candidate's lesson signature, as its SHA-256 (hex): what the distill worker
+    # matches a new lesson against (docs/decisions/offline-distiller.md). Never shown, never
+    # logged; NULL for an agent's proposal.
+    Column("signature", String(64), nullable=True),
     Index("ix_candidates_inbox", "scope_id", "status", "created_at", "candidate_id"),
+    Index("ix_candidates_signature", "scope_id", "signature", "created_at"),
     **_TABLE_OPTIONS,
 )
 

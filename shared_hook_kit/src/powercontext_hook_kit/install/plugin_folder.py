@@ -46,7 +46,9 @@ MEMORY_SKILL_MARKDOWN = """\
 name: powercontext-memory
 description: Search, read and record this project's durable memory (decisions, conventions, \
 facts) through the PowerContext MCP tools. Use before non-trivial changes to check what was \
-decided before, and after learning something the team should not have to rediscover.
+decided before, after learning something the team should not have to rediscover, and after a \
+task that fixed a failing check to propose one reviewed lesson (propose_experience citing its \
+task result).
 ---
 
 # PowerContext project memory
@@ -86,6 +88,38 @@ before relying on it.
   changed the entry first: re-read it (`get_memory_entry` / `search_memory`) and retry.
 - The scope id of this workspace is printed by `{{powercontext:script}} scope`; do not
   invent one.
+
+## Propose lessons for review (`propose_experience`)
+
+When a task taught something the next person would otherwise rediscover — you fixed a failing
+check, or a check only passed with a non-obvious command, flag, variable or order (a generator
+to run first, a service to start) — propose **one** Experience. It is a *pending* candidate: a
+person approves or rejects it in the Review Inbox, and nothing reaches context packs before
+that.
+
+1. **Find the task result.** The plugin records each turn as a task result when the turn ends.
+   `list_task_results` (`scope_id`) lists them newest first: goal, outcome, counts of changes,
+   checks and `failed_checks`. Take the one whose goal is this task, with `outcome`
+   `succeeded` and `failed_checks` above 0. Its ref is `source.source_id`,
+   `task-result/<id>`; `get_task_result` (`task_id` = the part after `task-result/`) shows
+   the exact checks to quote. The turn you are in is not listed until it ends: propose in the
+   next turn or when asked (Claude Code: `/powercontext:propose-lesson`). Never invent a ref.
+2. **Check it is new:** `search_memory` and `list_experiences` for the rule,
+   `list_artifact_candidates` for a pending proposal saying the same.
+3. **Propose:** `propose_experience` with `scope_id`, `proposal` and
+   `source_refs: [{"name": "task-result", "source_id": "task-result/<id>"}]`:
+   - `situation` — when it applies: the exact failing command and its error, as recorded;
+   - `action` — what made it pass: the command, flag or change, exactly;
+   - `outcome` — what the checks showed afterwards;
+   - `lesson` — one imperative rule a teammate can follow without this session, e.g.
+     "Run `make gen` before `pytest tests/billing`; without it the tests fail with
+     ModuleNotFoundError: billing._gen."
+
+Do not propose: guesses or plans the recorded checks do not show; an abandoned or failed task;
+a typo or syntax error you introduced and fixed yourself; a test you wrote going from red to
+green; a check that passed on a rerun with nothing changed (flaky, not a rule); what memory or
+an approved Experience already says; more than one lesson per task; anything holding a secret,
+token, password, `[REDACTED]` value, personal data or an absolute home path.
 """
 
 
