@@ -38,6 +38,7 @@ from tests.e2e.helpers import (
     REVISE,
     SOURCE_GET,
     SOURCES,
+    TASK_RECORD,
     VERSIONS,
     create_token,
     remember,
@@ -773,6 +774,58 @@ def test_a_candidate_s_evidence_opens_the_captured_source_it_cites(
         browser.click("#lang-toggle")
         browser.text_in("#evidence .source-ref", "captured source")
         assert browser.console_errors() == []
+
+
+def test_a_cited_task_result_is_shown_inline_as_text_with_its_proposer(
+    daemon: Daemon, browser: Browser
+) -> None:
+    goal = "Fix the <b>flaky</b> webhook retry"
+    task = {
+        "goal": goal,
+        "outcome": "succeeded",
+        "changes": [{"path": "src/webhooks/retry.py", "added": 12, "removed": 3}],
+        "checks": [{"command": "make test-webhooks", "exit_status": 2,
+                    "output_tail": "FAILED test_retry_backoff"}],
+    }  # fmt: skip
+    with daemon.client() as http:
+        recorded = http.post(TASK_RECORD, json={"scope_id": SCOPE, "task_id": "ui-task-1",
+                                                "task": task})  # fmt: skip
+        assert recorded.status_code == 201, recorded.text
+        ref = recorded.json()["source"]
+        body = {
+            "scope_id": SCOPE,
+            "proposal": {"situation": "The webhook retry flaked", "action": "Pinned the backoff",
+                         "outcome": "Stable", "lesson": "Pin the webhook retry backoff in tests"},
+            "source_refs": [ref],
+        }  # fmt: skip
+        proposed = http.post(PROPOSE_EXPERIENCE, json=body)
+        assert proposed.status_code == 201, proposed.text
+        candidate_id = proposed.json()["candidate_id"]
+    log_in(browser, daemon.token)
+    use_scope(browser)
+    browser.text_in(f'button.candidate[data-candidate="{candidate_id}"] .proposed-by',
+                    "proposed by: agent")  # fmt: skip
+    open_candidate(browser, candidate_id)
+    browser.text_in("#candidate-proposed-by", "agent")
+    inline = f'#evidence .task-result[data-source="{ref["source_id"]}"]'
+    goal_shown = browser.element(inline + ' dd[data-field="goal"]')
+    # No click needed: the goal, the check and the change are there, as text.
+    assert goal_shown.get_attribute("textContent") == goal
+    assert goal_shown.find_elements("css selector", "b") == []
+    assert browser.element(inline + ' dd[data-field="outcome"]').text == "succeeded"
+    check = browser.element(inline + " li.task-check")
+    assert check.find_element("css selector", ".check-command").text == "make test-webhooks"
+    assert check.find_element("css selector", '[data-field="exit_status"]').text == "exit 2"
+    output = check.find_element("css selector", "details.check-output")
+    assert output.get_attribute("open") is None  # the output tail starts collapsed
+    change = browser.element(inline + " li.task-change").text
+    assert "src/webhooks/retry.py" in change and "+12" in change and "\u22123" in change
+    browser.click("#lang-toggle")
+    browser.text_in("#candidate-proposed-by", "代理")
+    browser.text_in(inline + ' [data-field="exit_status"]', "退出码 2")
+    browser.click("#lang-toggle")
+    browser.text_in("#candidate-proposed-by", "agent")
+    assert browser.console_errors() == []
 
 
 def test_reject_a_candidate_with_its_reason(daemon: Daemon, browser: Browser) -> None:

@@ -29,12 +29,18 @@ from powercontext_runtime.contract.memory import (
     RememberMemoryRequest,
     ReviseMemoryEntryRequest,
 )
+from powercontext_runtime.contract.review import (
+    ApproveCandidateRequest,
+    ProposeExperienceRequest,
+    RejectCandidateRequest,
+)
 from powercontext_runtime.services.activity import ActivityService
 from powercontext_runtime.services.auth import Principal
 from powercontext_runtime.store.activity import _RANGED, DAY_MS, ActivityStore
 from powercontext_runtime.store.recall_counts import RecallLedger
 from powercontext_runtime.store.schema import (
     bootstrap_receipts,
+    candidates,
     flush_runs,
     memory_revisions,
     recall_counts,
@@ -208,6 +214,64 @@ def test_activity_counts_by_day_and_never_content(runtime: Runtime) -> None:
     assert shifted.utc_offset_minutes == 840 and len(shifted.days) == 2
 
 
+def distilled(rt: Runtime, lesson: str, proposed_by: Any) -> str:
+    """A pending Experience candidate from ``proposed_by``, citing a captured prompt."""
+    source = f"src-{lesson}"
+    rt.sources.capture(CaptureSourceRequest(scope_id=SCOPE, source_id=source, content=PROMPT))
+    proposal = {"situation": "s", "action": "a", "outcome": "o", "lesson": lesson}
+    refs = [{"name": "content", "source_id": source}]
+    body = {"scope_id": SCOPE, "source_refs": refs, "proposal": proposal}
+    request = ProposeExperienceRequest.model_validate(body)
+    store = rt.review._store  # the worker's door: only it can set proposed_by
+    return store.propose("experience", request, proposed_by=proposed_by).candidate_id
+
+
+def decide(rt: Runtime, candidate_id: str, approve: bool) -> None:
+    body = {"scope_id": SCOPE, "candidate_id": candidate_id, "expected_version": 1}
+    if approve:
+        rt.review.approve(ApproveCandidateRequest.model_validate(body))
+    else:
+        rt.review.reject(RejectCandidateRequest.model_validate({**body, "decision_reason": "no"}))
+
+
+def test_activity_counts_each_proposers_candidates_in_the_window(runtime: Runtime) -> None:
+    kept = distilled(runtime, "offline kept", "offline")
+    dropped = distilled(runtime, "offline dropped", "offline")
+    distilled(runtime, "offline pending", "offline")
+    old = distilled(runtime, "offline proposed long ago", "offline")
+    model = distilled(runtime, "model rejected", "openai-compatible")
+    agent = distilled(runtime, "agent kept", "agent")
+    stale = distilled(runtime, "agent decided long ago", "agent")
+    for candidate_id, approve in ((kept, True), (dropped, False), (old, True), (model, False),
+                                  (agent, True), (stale, False)):  # fmt: skip
+        decide(runtime, candidate_id, approve)
+    day, now = NOON, NOON + 3600_000
+    c = candidates
+    with runtime.db.engine.begin() as conn:
+        conn.execute(update(c).where(c.c.scope_id == SCOPE).values(created_at=day, updated_at=day))
+        # Proposed before the window, approved in it: an approval, not a proposal.
+        conn.execute(update(c).where(c.c.candidate_id == old).values(created_at=day - 9 * DAY_MS))
+        # Proposed and decided before the window: nothing.
+        conn.execute(update(c).where(c.c.candidate_id == stale)
+                     .values(created_at=day - 9 * DAY_MS, updated_at=day - 8 * DAY_MS))  # fmt: skip
+        # From before the distillers (NULL): an agent's.
+        conn.execute(update(c).where(c.c.candidate_id == agent).values(proposed_by=None))
+    seen = {d.proposed_by: (d.proposed, d.approved, d.rejected)
+            for d in activity(runtime, now, days=7).distillers}  # fmt: skip
+    assert seen == {"offline": (3, 2, 1), "openai-compatible": (1, 0, 1), "agent": (1, 1, 0)}
+    assert [d.proposed_by for d in activity(runtime, now, days=7).distillers] == [
+        "agent", "offline", "openai-compatible"]  # fmt: skip
+    wide = {d.proposed_by: (d.proposed, d.approved, d.rejected)
+            for d in activity(runtime, now, days=30).distillers}  # fmt: skip
+    assert wide["offline"] == (4, 2, 1) and wide["agent"] == (2, 1, 1)
+    # Another scope's candidates are not this one's.
+    other = GetActivityRequest.model_validate({"scope_id": LIB})
+    counted = ActivityService(ActivityStore(runtime.db), clock=lambda: now / 1000).activity(
+        other, PACKS, runtime.embedding_status()
+    )
+    assert all((d.proposed, d.approved, d.rejected) == (0, 0, 0) for d in counted.distillers)
+
+
 def test_http_pages_need_read_and_report_the_daemons_packs(api: TestClient) -> None:
     body = {"scope_id": SCOPE, "kind": "fact", "text": "Run make lint before pushing"}
     assert api.post("/v1/memory/remember", json=body).status_code == 200
@@ -236,6 +300,7 @@ def test_page_queries_are_index_ranges(sqlite_runtime: Runtime, days: int) -> No
     rt.sources.capture(CaptureSourceRequest(scope_id=SCOPE, source_id="p", content=PROMPT))
     rt.flush.flush(FlushMemoryRequest(scope_id=SCOPE))
     boot(rt, "session-1")
+    decide(rt, distilled(rt, "indexed", "offline"), approve=True)
     with statements(rt) as seen:
         activity(rt, 2**41, days=days)
         overview(rt)

@@ -30,14 +30,22 @@ from powercontext_runtime.contract.review import (
     RejectCandidateRequest,
 )
 from powercontext_runtime.contract.task_results import RecordTaskResultRequest
+from powercontext_runtime.distill.errors import DistillerUnavailable
 from powercontext_runtime.distill.offline import Lesson, TaskInput
+from powercontext_runtime.distill.skills import ApprovedExperienceView
 from powercontext_runtime.portability.exporter import export
 from powercontext_runtime.portability.importer import import_file
 from powercontext_runtime.search.analyzer import document_terms
 from powercontext_runtime.services.auth import Principal
-from powercontext_runtime.services.distill import DistillService, OfflineDistiller
+from powercontext_runtime.services.distill import (
+    RETRY_ATTEMPTS,
+    SKILLS,
+    DistillService,
+    OfflineDistiller,
+)
 from powercontext_runtime.settings import ConfigError, Settings
 from powercontext_runtime.store.review import signature_digest
+from tests.runtime.test_distill_skills import ALEMBIC
 from tests.support.backends import database_url_for
 
 SCOPE = "git:example.com/acme/distill"
@@ -375,3 +383,205 @@ def test_the_worker_thread_proposes_when_woken(runtime: Runtime) -> None:
         assert runtime.distill_counts()[("offline", "proposed")] == 1
     finally:
         worker.stop()
+
+
+# -- Skills from approved Experience (services/distill.py merge_skill) --------------------------
+
+
+def approve_experience(
+    rt: Runtime, view: ApprovedExperienceView, evidence: SourceRef
+) -> ArtifactRef:
+    """An Experience a person proposed and approved (the Skill pass reads approved heads)."""
+    candidate = rt.review.propose_experience(
+        ProposeExperienceRequest.model_validate(
+            {
+                "scope_id": SCOPE,
+                "proposal": dict(
+                    zip(("situation", "action", "outcome", "lesson"), view.texts(), strict=True)
+                ),
+                "source_refs": [evidence.model_dump()],
+            }
+        )
+    )
+    result = approve(rt, candidate).result_artifact
+    assert result is not None
+    return result
+
+
+def skills(rt: Runtime, status: str = "pending") -> list[Candidate]:
+    return [c for c in inbox(rt, status) if c.family == "skill"]
+
+
+def test_approved_experiences_sharing_a_topic_become_one_skill_that_grows(
+    runtime: Runtime,
+) -> None:
+    evidence = record(runtime, "run-0", {"goal": "g", "outcome": "succeeded"})  # no lesson
+    upgrade, revision, heads = ALEMBIC
+    first = approve_experience(runtime, upgrade, evidence)
+    distill(runtime)
+    assert skills(runtime) == []  # one Experience is no procedure
+    second = approve_experience(runtime, revision, evidence)
+    pack_before = pack_text(runtime)
+    distill(runtime)
+    [skill] = skills(runtime)
+    assert skill.proposed_by == "offline" and skill.version == 1 and skill.target is None
+    assert set(skill.artifact_refs) == {first, second} and skill.source_refs == []
+    assert skill.proposal["name"] == "alembic-workflow"
+    assert runtime.distill is not None
+    assert runtime.distill.counts()[(SKILLS, "proposed")] == 1
+    distill(runtime)  # nothing approved since: not even read again
+    assert skills(runtime) == [skill]
+    third = approve_experience(runtime, heads, evidence)
+    distill(runtime)
+    [grown] = skills(runtime)  # the pending candidate gained the member: no second one
+    assert grown.candidate_id == skill.candidate_id and grown.version == 2
+    assert set(grown.artifact_refs) == {first, second, third}
+    assert "alembic merge" in grown.proposal["instructions"]
+    assert runtime.distill.counts()[(SKILLS, "merged")] == 1
+    # A new process looks at every scope once: by signature, that changes nothing.
+    assert runtime.distill.merge_skill(SCOPE, _skill_of(runtime)) == "unchanged"
+    approved = approve(runtime, grown)
+    assert approved.result_artifact is not None and approved.result_artifact.family == "skill"
+    assert pack_text(runtime) == pack_before  # a Skill never reaches a pack (spec 06)
+    assert skills(runtime) == []
+
+
+def _skill_of(rt: Runtime) -> Any:
+    from powercontext_runtime.distill.skills import propose_skills
+
+    experiences, _ = rt.review._store.list_artifacts(SCOPE, "experience", 100, None)
+    [skill] = propose_skills(
+        [
+            ApprovedExperienceView.from_artifact(
+                {"reference": a.reference.model_dump(), "content": a.content}
+            )
+            for a in experiences
+        ]
+    )
+    return skill
+
+
+def test_a_rejected_skill_is_not_proposed_again_until_its_group_grows(runtime: Runtime) -> None:
+    evidence = record(runtime, "run-0", {"goal": "g", "outcome": "succeeded"})
+    upgrade, revision, heads = ALEMBIC
+    approve_experience(runtime, upgrade, evidence)
+    approve_experience(runtime, revision, evidence)
+    distill(runtime)
+    [skill] = skills(runtime)
+    runtime.review.reject(
+        RejectCandidateRequest(
+            scope_id=SCOPE, candidate_id=skill.candidate_id, expected_version=1,
+            decision_reason="not a procedure",
+        )
+    )  # fmt: skip
+    assert runtime.distill is not None
+    assert runtime.distill.merge_skill(SCOPE, _skill_of(runtime)) == "unchanged"
+    approve_experience(runtime, heads, evidence)
+    distill(runtime)
+    [again] = skills(runtime)  # a member the reviewer never saw: judged anew
+    assert again.candidate_id != skill.candidate_id and len(again.artifact_refs) == 3
+
+
+# -- a model distiller's retryable failures -----------------------------------------------------
+
+
+class Flaky:
+    """A model distiller whose endpoint fails ``failures`` times with ``kind``, then answers a
+    lesson of its own and the offline distiller's (to prove a retry never duplicates)."""
+
+    name = "openai-compatible"
+
+    def __init__(self, failures: int, kind: str = "timeout") -> None:
+        self.failures = failures
+        self.kind = kind
+        self.calls = 0
+
+    def propose(self, task_ref: str, task: TaskInput) -> list[Lesson]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise DistillerUnavailable(self.name, self.kind)  # type: ignore[arg-type]
+        own = Lesson(
+            rule="model",
+            signature="model|run the users tests after changing accounts",
+            situation="The duplicate e-mail test failed.",
+            action="Changed `app/services/accounts.py`.",
+            outcome="`pytest` passed.",
+            lesson="Run the users tests after changing accounts.",
+            evidence=(task_ref,),
+        )
+        return [own, *OfflineDistiller().propose(task_ref, task)]
+
+
+def flaky_service(rt: Runtime, flaky: Flaky, now: list[float]) -> DistillService:
+    service = DistillService(
+        rt.db,
+        rt.review._store,
+        [flaky, OfflineDistiller()],  # type: ignore[list-item]
+    )
+    service.clock = lambda: now[0]
+    return service
+
+
+def test_a_retryable_failure_is_asked_again_after_a_back_off(
+    runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    flaky, now = Flaky(failures=1), [100.0]
+    service = flaky_service(runtime, flaky, now)
+    record(runtime, "run-1", fail_then_pass(1))
+    with caplog.at_level("WARNING", logger="powercontext.distill"):
+        assert service.run_round() == 1
+    [offline] = inbox(runtime)  # the offline distiller was not held back
+    assert offline.proposed_by == "offline" and service.pending_retries() == 1
+    [logged] = [r for r in caplog.records if r.getMessage() == "distill_retry_later"]
+    assert logged.kind == "timeout"  # type: ignore[attr-defined]
+    assert SCOPE not in str(logged.__dict__) and "run-1" not in str(logged.__dict__)
+    assert service.run_round() == 0 and flaky.calls == 1  # back-off not over yet
+    now[0] += 2.0
+    assert service.run_round() == 0 and flaky.calls == 2
+    assert service.pending_retries() == 0
+    by = {c.proposed_by: c for c in inbox(runtime)}
+    assert set(by) == {"offline", "openai-compatible"}  # the model's lesson was not lost
+    assert by["openai-compatible"].source_refs == refs("run-1")
+    assert by["offline"] == offline  # the same lesson again: already cited, nothing written
+    counts = service.counts()
+    assert counts[("openai-compatible", "proposed")] == 1
+    assert counts[("openai-compatible", "unchanged")] == 1
+    assert ("openai-compatible", "failed") not in counts
+    assert counts[("offline", "proposed")] == 1
+
+
+def test_a_refused_answer_is_not_asked_again(runtime: Runtime) -> None:
+    flaky, now = Flaky(failures=1, kind="invalid_output"), [0.0]
+    service = flaky_service(runtime, flaky, now)
+    record(runtime, "run-1", fail_then_pass(1))
+    service.run_round()
+    assert service.pending_retries() == 0
+    assert service.counts()[("openai-compatible", "failed")] == 1
+    now[0] += 3600
+    service.run_round()
+    assert flaky.calls == 1
+    assert {c.proposed_by for c in inbox(runtime)} == {"offline"}
+
+
+def test_retries_stop_at_the_cap_and_count_failed(runtime: Runtime) -> None:
+    flaky, now = Flaky(failures=99, kind="unreachable"), [0.0]
+    service = flaky_service(runtime, flaky, now)
+    record(runtime, "run-1", fail_then_pass(1))
+    service.run_round()
+    now[0] = 2.0
+    service.run_round()
+    assert flaky.calls == 2 and service.pending_retries() == 1
+    now[0] = 5.9
+    service.run_round()
+    assert flaky.calls == 2  # the back-off doubled: 4 s after the second call
+    now[0] = 6.0
+    service.run_round()
+    assert flaky.calls == RETRY_ATTEMPTS == 3
+    assert service.pending_retries() == 0
+    assert service.counts()[("openai-compatible", "failed")] == 1
+    now[0] = 3600.0
+    service.run_round()
+    assert flaky.calls == 3
+    record(runtime, "run-2", fail_then_pass(2))
+    service.run_round()  # the scope's mark moved on all along: the next task result is read
+    assert flaky.calls == 4 and inbox(runtime)[0].version == 2

@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from powercontext_runtime.composition import Runtime
+from powercontext_runtime.contract.review import ProposeExperienceRequest
 from powercontext_runtime.http import create_app
 from powercontext_runtime.logs import configure_logging
 from powercontext_runtime.settings import Settings
@@ -196,3 +197,54 @@ def test_embedding_progress_is_exported_and_an_off_channel_says_off(
     assert _value(done, "powercontext_embeddings_vectors") == 3
     assert _value(done, states, state="idle") == 1
     assert SCOPE not in waiting + done and "zebracorn" not in waiting + done
+
+
+def test_review_decisions_are_counted_by_who_proposed_and_never_what(api: TestClient) -> None:
+    runtime: Runtime = api.app.state.runtime  # type: ignore[attr-defined]
+    decisions = "powercontext_candidate_decisions_total"
+    before = api.get("/metrics").text
+    # Every series exists from the start, at zero, with only closed label values.
+    assert {dict(k)["proposed_by"] for k in _samples(before, decisions)} == {
+        "agent", "offline", "openai-compatible"}  # fmt: skip
+    assert sum(_samples(before, decisions).values()) == 0
+
+    def candidate(source_id: str, proposed_by: str | None) -> str:
+        captured = {"scope_id": SCOPE, "source_id": source_id, "content": SECRET_TEXT}
+        assert api.post("/v1/sources/content", json=captured).status_code == 202
+        body = {
+            "scope_id": SCOPE,
+            "proposal": {"situation": SECRET_TEXT, "action": "a", "outcome": "o",
+                         "lesson": SECRET_QUERY},
+            "source_refs": [{"name": "content", "source_id": source_id}],
+        }  # fmt: skip
+        if proposed_by is None:  # an agent's, over the API
+            answer = api.post("/v1/experience/propose", json=body)
+            assert answer.status_code == 201, answer.text
+            return str(answer.json()["candidate_id"])
+        request = ProposeExperienceRequest.model_validate(body)
+        made = runtime.review._store.propose("experience", request, proposed_by=proposed_by)
+        return made.candidate_id
+
+    def decide(candidate_id: str, verb: str) -> None:
+        body = {"scope_id": SCOPE, "candidate_id": candidate_id, "expected_version": 1}
+        if verb == "reject":
+            body["decision_reason"] = "not useful"
+        answer = api.post(f"/v1/artifact-candidates/{verb}", json=body)
+        assert answer.status_code == 200, answer.text
+
+    decide(candidate("m-1", "offline"), "approve")
+    decide(candidate("m-2", "offline"), "reject")
+    decide(candidate("m-3", "offline"), "reject")
+    decide(candidate("m-4", None), "approve")
+    pending = candidate("m-5", "openai-compatible")
+    # A refused decision (the version moved on) is not a decision.
+    stale = {"scope_id": SCOPE, "candidate_id": pending, "expected_version": 7}
+    assert api.post("/v1/artifact-candidates/approve", json=stale).status_code == 409
+
+    text = api.get("/metrics").text
+    assert _value(text, decisions, proposed_by="offline", decision="approved") == 1
+    assert _value(text, decisions, proposed_by="offline", decision="rejected") == 2
+    assert _value(text, decisions, proposed_by="agent", decision="approved") == 1
+    assert _value(text, decisions, proposed_by="agent", decision="rejected") == 0
+    assert _value(text, decisions, proposed_by="openai-compatible") == 0
+    assert SECRET_TEXT not in text and SECRET_QUERY not in text and SCOPE not in text

@@ -31,6 +31,7 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from .contract.review import PROPOSERS
 from .contract.system import EmbeddingStatus
 from .files import private_dir
 
@@ -42,6 +43,7 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 disable_created_metrics()
 
 EMBEDDING_WORKER_STATES = ("off", "idle", "embedding", "failing")
+DECISIONS = ("approved", "rejected")
 
 # Latency buckets from 0.5 ms (a warm prepare on SQLite) to 10 s (a storage fault's bounded
 # wait); pack sizes from the smallest budget to the largest (512..32768 bytes).
@@ -135,6 +137,20 @@ class Metrics:
             multiprocess_mode="livemostrecent",
         )
 
+        # Review decisions by who proposed the candidate: whether people keep what the
+        # distillers propose. Both labels are closed (contract/review.py PROPOSERS; approved,
+        # rejected); every series exists from the start.
+        self._decisions = Counter(
+            "powercontext_candidate_decisions",
+            "Candidates approved or rejected since the daemon started, by who proposed them "
+            "(agent, offline, openai-compatible) and decision (approved, rejected).",
+            ("proposed_by", "decision"),
+            registry=r,
+        )
+        for proposer in PROPOSERS:
+            for decision in DECISIONS:
+                self._decisions.labels(proposer, decision)
+
         # Label lookups are most of a sample's cost (≈ 4 µs each); every request of the prompt
         # path records three, so the children are kept once made.
         self._children: dict[tuple[object, ...], Any] = {}
@@ -171,6 +187,11 @@ class Metrics:
         included, so every series of an enabled distiller exists from the start)."""
         for (distiller, outcome), value in counts.items():
             self._child(self._distilled, distiller, outcome).set(value)
+
+    def decision(self, proposed_by: str, decision: str) -> None:
+        """Count one review decision (an unknown value is dropped, never made a label)."""
+        if proposed_by in PROPOSERS and decision in DECISIONS:
+            self._child(self._decisions, proposed_by, decision).inc()
 
     def pack_counts(self) -> list[tuple[str, str, str, str, int]]:
         """``(operation, status, mode, reason, count)`` of every pack counted so far (the

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from .common import ScopeId, StrictModel
+from .review import ProposedBy
 from .system import EmbeddingStatus
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "ActivityDay",
     "ActivityResponse",
     "CaptureState",
+    "DistillerCounts",
     "GetActivityRequest",
     "MemoryState",
     "PackCount",
@@ -74,6 +76,17 @@ class MemoryState(StrictModel):
     retired: int
 
 
+class DistillerCounts(StrictModel):
+    """A proposer's candidates in the window: how many it proposed (created in the window) and
+    how many of its candidates were approved or rejected then (decided in the window, whenever
+    proposed), so a reviewer sees which distiller's proposals hold up."""
+
+    proposed_by: ProposedBy
+    proposed: int
+    approved: int
+    rejected: int
+
+
 class PackCount(StrictModel):
     operation: Literal["prepare_context", "bootstrap_context"]
     status: str
@@ -99,5 +112,7 @@ class ActivityResponse(StrictModel):
     totals: ActivityCounts  # the window's
     capture: CaptureState
     memory: MemoryState
+    #: Every proposer (``agent`` and each distiller), zeros included, in a fixed order.
+    distillers: list[DistillerCounts]
     packs: PackCounts
     embeddings: EmbeddingStatus  # the daemon's (every scope), like ``packs``

@@ -47,6 +47,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     )
     app.state.runtime = runtime
     app.state.metrics = metrics = Metrics(runtime.backend, __version__)
+    runtime.review.on_decision(metrics.decision)
     # The web console's sessions (http/console_auth.py); none while auth is off.
     console = ConsoleSessions(runtime.db, runtime.tokens) if settings.auth == "token" else None
     app.state.console_sessions = console

@@ -11,10 +11,12 @@ from ..contract.activity import (
     ActivityDay,
     ActivityResponse,
     CaptureState,
+    DistillerCounts,
     GetActivityRequest,
     MemoryState,
     PackCounts,
 )
+from ..contract.review import PROPOSERS
 from ..contract.system import EmbeddingStatus
 from ..store.activity import DAY_MS, ActivityStore
 
@@ -32,8 +34,8 @@ class ActivityService:
         self, req: GetActivityRequest, packs: PackCounts, embeddings: EmbeddingStatus
     ) -> ActivityResponse:
         """Every day of the window, oldest first (zeros included), the window's totals, the
-        capture journal's and Memory's state now, and the daemon's pack counters and
-        embedding progress."""
+        capture journal's and Memory's state now, each proposer's candidates in the window, and
+        the daemon's pack counters and embedding progress."""
         offset = req.utc_offset_minutes * 60_000
         today = (int(self._clock() * 1000) + offset) // DAY_MS
         first = today - req.days + 1
@@ -59,6 +61,10 @@ class ActivityService:
             memory=MemoryState(
                 revision=found.revision or None, active=found.active, retired=found.retired
             ),
+            distillers=[
+                DistillerCounts(proposed_by=proposer, **found.proposers[proposer])
+                for proposer in PROPOSERS
+            ],
             packs=packs,
             embeddings=embeddings,
         )

@@ -6,7 +6,7 @@ here), Experience and Skill are created and modified only by approving a candida
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..contract.review import (
     ApproveCandidateRequest,
@@ -34,6 +34,18 @@ __all__ = ["ReviewService"]
 class ReviewService:
     def __init__(self, store: ReviewStore) -> None:
         self._store = store
+        # Told of every decision made, ``(proposed_by, status)``, by whichever door it came
+        # through (HTTP, MCP): the daemon's metrics count them (http/app.py).
+        self._decided: list[Callable[[str, str], None]] = []
+
+    def on_decision(self, observer: Callable[[str, str], None]) -> None:
+        """Call ``observer(proposed_by, status)`` after each committed approval or rejection."""
+        self._decided.append(observer)
+
+    def _told(self, candidate: Candidate) -> Candidate:
+        for observer in self._decided:
+            observer(candidate.proposed_by, candidate.status)
+        return candidate
 
     def propose_experience(self, req: ProposeExperienceRequest) -> Candidate:
         return self._store.propose("experience", req)
@@ -48,10 +60,10 @@ class ReviewService:
         return self._store.get(req)
 
     def approve(self, req: ApproveCandidateRequest) -> Candidate:
-        return self._store.approve(req)
+        return self._told(self._store.approve(req))
 
     def reject(self, req: RejectCandidateRequest) -> Candidate:
-        return self._store.reject(req)
+        return self._told(self._store.reject(req))
 
     def revise(self, req: ReviseCandidateRequest) -> Candidate:
         return self._store.revise(req)

@@ -11,6 +11,14 @@ key (``recall_counts``, store/recall_counts.py), in one snapshot, and no row is 
 * On OceanBase one grouped query per table (``(created_at + offset) DIV 86400000``): a round
   trip per day would cost more than the server's aggregation.
 
+Each proposer's candidates (proposed, approved, rejected in the window) are one query of
+conditional sums (the proposers are a closed set, so nothing is grouped or sorted) on both
+backends over the scope's ``candidates`` rows updated since the window began: a
+candidate's ``updated_at`` is never before its ``created_at`` and is its decision time once
+decided (approved and rejected candidates never change again), so that range holds every
+candidate proposed or decided in the window. Candidates are what people review, a few per
+task, so the scope's rows are few.
+
 The Memory totals need no scan either: active entries are the scope's indexed documents (the
 ``#docs`` row of ``search_terms``), retired ones a range of ``memory_facets``.
 """
@@ -22,12 +30,14 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, bindparam, case, func, select
 
+from ..contract.review import PROPOSERS
 from ._sqlite import sqlite_driver
 from .database import Database
 from .fulltext import DOCS_TERM
 from .recall_counts import BUCKET_MS, OUTCOMES
 from .schema import (
     bootstrap_receipts,
+    candidates,
     flush_runs,
     memory_facets,
     memory_heads,
@@ -55,6 +65,8 @@ class ScopeActivity:
     revision: int = 0
     active: int = 0
     retired: int = 0
+    #: Per proposer (``proposed_by``, NULL read as ``agent``): proposed, approved, rejected.
+    proposers: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def _counted(column: object, value: str) -> object:
@@ -154,7 +166,30 @@ class ActivityStore:
                 self._by_groups(conn, found, scope_id, since, offset_ms)
                 self._recall_by_groups(conn, found, scope_id, since, offset_ms)
             self._state(conn, found, scope_id)
+            self._proposers(conn, found, scope_id, since)
         return found
+
+    @staticmethod
+    def _proposers(conn: Connection, found: ScopeActivity, scope_id: str, since: int) -> None:
+        # One row of conditional sums, one per (proposer, count): the proposers are a closed
+        # set, and this way nothing is grouped or sorted (SQLite would sort for a GROUP BY).
+        c = candidates
+        decided = c.c.updated_at >= since
+        proposer = func.coalesce(c.c.proposed_by, "agent")
+        wanted = {
+            "proposed": c.c.created_at >= since,
+            "approved": (c.c.status == "approved") & decided,
+            "rejected": (c.c.status == "rejected") & decided,
+        }
+        columns = [
+            func.coalesce(func.sum(case(((proposer == who) & test, 1), else_=0)), 0)
+            for who in PROPOSERS
+            for test in wanted.values()
+        ]
+        row = conn.execute(select(*columns).where(c.c.scope_id == scope_id, decided)).one()
+        counts = iter(row)
+        for who in PROPOSERS:
+            found.proposers[who] = {name: int(next(counts)) for name in wanted}
 
     @staticmethod
     def _recall_by_groups(

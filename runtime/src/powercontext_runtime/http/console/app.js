@@ -370,13 +370,20 @@
         onclick: () => { location.hash = "#/inbox/" + encodeURIComponent(candidate.candidate_id); },
       },
       h("span", { class: "title" }, candidateTitle(candidate)),
-      h("span", { class: "meta" }, t("family." + candidate.family), " · ", t("cand.version", { version: candidate.version }), " · ", candidate.candidate_id))));
+      h("span", { class: "meta" }, t("family." + candidate.family), " · ", t("cand.version", { version: candidate.version }), " · ",
+        h("span", { class: "proposed-by", "data-proposed-by": candidate.proposed_by }, proposedBy(candidate)), " · ", candidate.candidate_id))));
     }
     const old = list.querySelector("button.more");
     if (old) old.remove();
     if (page.next_cursor) {
       list.append(h("button", { type: "button", class: "more", onclick: () => loadCandidates(list, selected, page.next_cursor, ul) }, t("inbox.more")));
     }
+  }
+
+  // Who proposed it: an agent over the API, or one of the runtime's distillers (from recorded
+  // task results), so a reviewer knows whether a rule, a model or an agent wrote the lesson.
+  function proposedBy(candidate) {
+    return t("cand.proposed", { who: t("proposer." + (candidate.proposed_by || "agent")) });
   }
 
   function candidateTitle(candidate) {
@@ -415,6 +422,7 @@
     const meta = h("dl", { class: "meta" });
     const row = (label, value) => meta.append(h("dt", {}, label), h("dd", {}, value));
     row(t("cand.id"), h("code", {}, candidate.candidate_id));
+    row(t("cand.proposer"), h("span", { id: "candidate-proposed-by", "data-proposed-by": candidate.proposed_by }, t("proposer." + (candidate.proposed_by || "agent"))));
     row(t("cand.created"), candidate.created_at);
     row(t("cand.updated"), candidate.updated_at);
     row(t("cand.target"), candidate.target ? refText(candidate.target) : t("cand.target.none"));
@@ -563,6 +571,53 @@
     }
   }
 
+  // A cited task result, shown inline without a click: what was asked, how it ended, the
+  // checks run (each output tail collapsed) and the files changed. Every value is stored,
+  // untrusted text: only ever put into the page as text (h()).
+  function taskResultInline(ref) {
+    const holder = h("div", { class: "task-result", "data-source": ref.source_id, "aria-live": "polite" }, h("p", { class: "muted" }, t("loading")));
+    (async () => {
+      let found;
+      let task;
+      try {
+        found = await api("/v1/sources/get", { scope_id: state.scope, source_id: ref.source_id });
+        task = JSON.parse(found.content);
+      } catch (error) {
+        const gone = error.code === "source_not_found";
+        holder.replaceChildren(alertBox("error", gone ? t("evidence.source.missing") : t("evidence.source.unreadable", { message: error.message })));
+        return;
+      }
+      holder.replaceChildren(...taskResultParts(task || {}));
+    })();
+    return holder;
+  }
+
+  function taskResultParts(task) {
+    const meta = h("dl", { class: "meta task-meta" });
+    const row = (label, field, value) => meta.append(h("dt", {}, label), h("dd", { "data-field": field }, value));
+    row(t("task.goal"), "goal", String(task.goal ?? ""));
+    row(t("task.outcome"), "outcome", String(task.outcome ?? ""));
+    if (task.host) row(t("task.host"), "host", String(task.host));
+    const checks = Array.isArray(task.checks) ? task.checks : [];
+    const changes = Array.isArray(task.changes) ? task.changes : [];
+    const out = [meta];
+    out.push(h("p", { class: "task-heading" }, t("task.checks", { count: checks.length })));
+    if (checks.length) {
+      out.push(h("ul", { class: "task-checks" }, ...checks.map((c) => h("li", { class: "task-check", "data-exit": String(c.exit_status) },
+        h("code", { class: "check-command" }, String(c.command ?? "")), " ",
+        h("span", { class: "badge " + (c.exit_status === 0 ? "approved" : "rejected"), "data-field": "exit_status" }, t("task.exit", { status: String(c.exit_status) })),
+        c.output_tail ? h("details", { class: "check-output" }, h("summary", {}, t("task.output")), h("pre", { class: "exact" }, String(c.output_tail))) : null))));
+    }
+    out.push(h("p", { class: "task-heading" }, t("task.changes", { count: changes.length })));
+    if (changes.length) {
+      out.push(h("ul", { class: "task-changes" }, ...changes.map((c) => h("li", { class: "task-change" },
+        h("code", { class: "change-path" }, String(c.path ?? "")), " ",
+        h("span", { class: "diff-ins" }, "+" + String(c.added ?? 0)), " ",
+        h("span", { class: "diff-del" }, "\u2212" + String(c.removed ?? 0))))));
+    }
+    return out;
+  }
+
   // A Memory reference names a revision of the scope's Memory, not an entry: the link opens
   // the entry version that revision wrote, at its exact citation (the Memory page resolves it
   // with list_memory_changes). The label says which entry that is once it is known.
@@ -587,7 +642,11 @@
 
   function evidenceSection(candidate) {
     const list = h("ul", { class: "evidence", id: "evidence" });
-    for (const ref of candidate.source_refs) list.append(h("li", {}, sourceRef(ref)));
+    for (const ref of candidate.source_refs) {
+      const item = h("li", {}, sourceRef(ref));
+      if (ref.name === "task-result") item.append(taskResultInline(ref));
+      list.append(item);
+    }
     for (const ref of candidate.artifact_refs) {
       if (ref.family === "memory") {
         list.append(h("li", {}, memoryRefLink(ref)));
@@ -1266,6 +1325,13 @@
     now.append(h("dt", {}, t("activity.capture")), h("dd", {}, t("activity.capture.text", a.capture)));
     now.append(h("dt", {}, t("activity.memory")), h("dd", {}, t("activity.memory.text", { revision: a.memory.revision || 0, active: a.memory.active, retired: a.memory.retired })));
     out.push(h("h2", {}, t("activity.now")), now);
+    out.push(h("h2", {}, t("activity.proposers")));
+    out.push(h("table", { class: "items", id: "activity-proposers" },
+      h("caption", { class: "muted" }, t("activity.proposers.caption")),
+      h("thead", {}, h("tr", {}, ...["proposer", "proposed", "approved", "rejected"].map((c) => h("th", { scope: "col" }, t("activity.prcol." + c))))),
+      h("tbody", {}, ...(a.distillers || []).map((d) => h("tr", { "data-proposed-by": d.proposed_by },
+        h("th", { scope: "row" }, t("proposer." + d.proposed_by)),
+        ...["proposed", "approved", "rejected"].map((c) => h("td", { "data-count": c }, String(d[c]))))))));
     const peak = Math.max(1, ...a.days.map((d) => d.prompts_captured));
     out.push(h("h2", {}, t("activity.byday")));
     out.push(h("div", { class: "scroll" }, h("table", { class: "items activity", id: "activity-days-table" },
