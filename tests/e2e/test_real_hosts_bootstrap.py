@@ -189,9 +189,11 @@ def test_bootstrap_with_the_runtime_stopped_starts_quickly_and_injects_nothing(
     assert sorted((line["event"], line["outcome"]) for line in lines) == [
         ("context_bootstrap", "server_unavailable"),
         ("context_prepare", "server_unavailable"),
+        ("task_result", "server_unavailable"),  # the turn's Stop hook: spooled for later
     ]
     components = {line["component"] for line in lines}
     assert components == {
         f"powercontext.{host}.session-start",
         f"powercontext.{host}.user-prompt-submit",
+        f"powercontext.{host}.stop",
     }
