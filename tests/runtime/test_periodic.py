@@ -55,10 +55,14 @@ def test_sqlite_runtimes_compact_their_search_index_in_the_background(tmp_path: 
     runtime = Runtime.open(Settings.load(env={}, home=tmp_path / "home"))
     try:
         jobs = _background_jobs(runtime, runtime.settings)
-        assert [job.event for job in jobs] == ["search_index_compacted"]
+        # The distill worker is on by default (it only proposes); the periodic jobs by event.
+        assert [type(job).__name__ for job in jobs] == ["Periodic", "DistillWorker"]
+        assert [job.event for job in jobs if isinstance(job, Periodic)] == [
+            "search_index_compacted"
+        ]
         flushing = Settings.load(env={"POWERCONTEXT_FLUSH_INTERVAL": "30"}, home=tmp_path / "home")
         jobs = _background_jobs(runtime, flushing)
-        assert [job.event for job in jobs] == [
+        assert [job.event for job in jobs if isinstance(job, Periodic)] == [
             "periodic_flush",
             "search_index_compacted",
         ]
