@@ -359,3 +359,61 @@ def test_without_a_turn_id_the_last_turn_is_taken() -> None:
     for host in HOSTS:
         parsed = parse_transcript(transcript(host), host, TurnRef(ref_of(host).session_id, None))
         assert parsed is not None and parsed[0].outcome == "succeeded"
+
+
+def _partial_then_whole(monkeypatch: pytest.MonkeyPatch, whole: bytes, cut: int) -> list[int]:
+    """The transcript as the host was still writing it: the first read lacks the turn's last
+    lines, later reads have them. Returns the list the reads are counted in."""
+    import powercontext_hook_kit.task_result as module
+
+    reads: list[int] = []
+    partial = b"\n".join(whole.split(b"\n")[:cut]) + b"\n"
+
+    def read(path: str, limit: int) -> tuple[bytes, bool]:
+        reads.append(limit)
+        return (partial if len(reads) == 1 else whole), True
+
+    monkeypatch.setattr(module, "read_regular_file_tail", read)
+    monkeypatch.setattr(module.time, "sleep", lambda _seconds: None)
+    return reads
+
+
+def test_the_transcript_is_read_again_until_it_holds_the_turn_s_last_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Claude Code ran Stop before its transcript had the turn's passing check (CI): the hook
+    waits, within its budget, for the last assistant message the event names."""
+    import time
+
+    host = "claude-code"
+    event = stop_event(host)
+    whole = transcript(host)
+    reads = _partial_then_whole(monkeypatch, whole, cut=21)
+    body = build_task_result(
+        "/t.jsonl", host, ref_of(host), SCOPE, cwd=event["cwd"],
+        last_message=event["last_assistant_message"], wait_until=time.monotonic() + 30,
+    )  # fmt: skip
+    assert body is not None and len(reads) == 2
+    task = json.loads(body)["task"]
+    assert task["outcome"] == "succeeded"
+    assert [c["exit_status"] for c in task["checks"]] == [1, 0]
+
+
+def test_a_transcript_that_never_catches_up_is_parsed_as_it_is_once_the_wait_is_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    host = "claude-code"
+    event = stop_event(host)
+    reads = _partial_then_whole(monkeypatch, transcript(host), cut=21)
+    body = build_task_result(
+        "/t.jsonl", host, ref_of(host), SCOPE, cwd=event["cwd"],
+        last_message=event["last_assistant_message"], wait_until=time.monotonic() - 1,
+    )  # fmt: skip
+    assert body is not None and len(reads) == 1  # no budget left: no second read
+    assert [c["exit_status"] for c in json.loads(body)["task"]["checks"]] == [1]
+    # Without the message (an older host) the first read is the one parsed, as before.
+    reads.clear()
+    assert build_task_result("/t.jsonl", host, ref_of(host), SCOPE, cwd=event["cwd"])
+    assert len(reads) == 1

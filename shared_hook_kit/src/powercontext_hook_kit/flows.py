@@ -750,7 +750,11 @@ def record_task_result(
     if scope_id is None:
         diagnostics.record("task_result", "skipped")
         return False
-    from .task_result import TurnRef, build_task_result  # only the Stop hook needs it
+    from .task_result import (  # only the Stop hook needs it
+        TRANSCRIPT_WAIT_SECONDS,
+        TurnRef,
+        build_task_result,
+    )
 
     start = time.monotonic()
     body = build_task_result(
@@ -759,6 +763,10 @@ def record_task_result(
         TurnRef(session_id=event.session_id, turn_id=event.turn_id),
         scope_id,
         cwd=event.cwd,
+        last_message=event.last_assistant_message,
+        # Waiting for the host's last transcript lines may use at most half of what is left:
+        # the rest is for delivering the result.
+        wait_until=start + min(TRANSCRIPT_WAIT_SECONDS, deadline.remaining() / 2),
     )
     if body is None:
         diagnostics.record("task_result", "no_task_result", duration_ms=_elapsed_ms(start))

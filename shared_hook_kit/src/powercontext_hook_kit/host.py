@@ -84,6 +84,9 @@ class StopEvent(msgspec.Struct, frozen=True):
     cwd: str | None
     transcript_path: str | None
     turn_id: str | None = None
+    #: The turn's final assistant text as the host reports it: the transcript is complete once
+    #: it holds this (Claude Code may still be writing the turn's last lines when Stop runs).
+    last_assistant_message: str | None = None
 
 
 @runtime_checkable
@@ -206,6 +209,7 @@ class StandardHostAdapter:
             cwd=_cwd(payload),
             transcript_path=transcript,
             turn_id=turn_id,
+            last_assistant_message=_text(payload.get("last_assistant_message"), 65_536),
         )
 
     def render_output(self, hook_event_name: str, additional_context: str) -> bytes:

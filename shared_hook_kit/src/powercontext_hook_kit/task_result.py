@@ -28,8 +28,10 @@ failures.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import time
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 
@@ -584,12 +586,51 @@ _TURN_READERS = {
 }
 
 
+#: How often a transcript that does not hold the turn's last assistant message yet is re-read.
+TRANSCRIPT_POLL_SECONDS = 0.05
+#: The longest a Stop hook waits for the host to finish writing the turn to its transcript.
+TRANSCRIPT_WAIT_SECONDS = 1.0
+
+
+def _holds(data: bytes, message: str) -> bool:
+    """Whether the transcript bytes hold ``message`` (its first 64 characters, as a JSON string
+    body with or without ASCII escapes): the host has written the turn's last lines."""
+    head = message[:64]
+    forms = {json.dumps(head, ensure_ascii=False)[1:-1], json.dumps(head)[1:-1]}
+    return any(form.encode("utf-8") in data for form in forms)
+
+
+def _read_turn(
+    transcript_path: str, last_message: str | None, wait_until: float
+) -> tuple[bytes, bool] | None:
+    """The transcript's tail, re-read until it holds the turn's last assistant message or
+    ``wait_until`` (monotonic) passes. Claude Code can run Stop before its transcript has the
+    turn's final tool results and reply (seen in CI: a recorded task without its passing
+    check); the message the host hands the hook says what the end of the turn looks like."""
+    while True:
+        read = read_regular_file_tail(transcript_path, MAX_TRANSCRIPT_BYTES)
+        if read is None or not last_message or _holds(read[0], last_message):
+            return read
+        if time.monotonic() + TRANSCRIPT_POLL_SECONDS > wait_until:
+            return read  # parse what is there: the hook's budget comes first
+        time.sleep(TRANSCRIPT_POLL_SECONDS)
+
+
 def build_task_result(
-    transcript_path: str, host: str, ref: TurnRef, scope_id: str, *, cwd: str | None = None
+    transcript_path: str,
+    host: str,
+    ref: TurnRef,
+    scope_id: str,
+    *,
+    cwd: str | None = None,
+    last_message: str | None = None,
+    wait_until: float = 0.0,
 ) -> bytes | None:
     """The validated ``record_task_result`` body for the turn, or ``None`` (unreadable or
-    empty transcript, no such turn, or a result the contract would refuse)."""
-    read = read_regular_file_tail(transcript_path, MAX_TRANSCRIPT_BYTES)
+    empty transcript, no such turn, or a result the contract would refuse). With
+    ``last_message`` (the Stop event's), the transcript is re-read until it holds it, up to
+    ``wait_until`` (monotonic)."""
+    read = _read_turn(transcript_path, last_message, wait_until)
     if read is None:
         return None
     data, complete = read
