@@ -246,7 +246,10 @@ class World:
                 [str(_venv_bin() / "powercontext"), "serve", "--port", str(self.port)],
                 stdout=stdout,
                 stderr=stderr,
-                env=self.env(),
+                # The distill worker proposes candidates and moves its cursor in the background,
+                # on its own schedule: the samples' candidate lists and export sizes would then
+                # depend on when it ran. Everything else serves as `make run` does.
+                env=self.env(POWERCONTEXT_DISTILL="off"),
                 cwd=self.repo,
             )
         self.daemon = Daemon(
