@@ -25,6 +25,12 @@ from powercontext_hook_kit.task_result import (
     is_task_result_body,
     parse_transcript,
 )
+from tests.support.task_session import (
+    CHECK_COMMAND,
+    FAILING_OUTPUT,
+    PASSING_OUTPUT,
+    TASK_PROMPT,
+)
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "task_results"
 HOSTS = ["claude-code", "codex"]
@@ -53,17 +59,13 @@ def parse(host: str, data: bytes, **kwargs: Any) -> dict[str, Any] | None:
 @pytest.mark.parametrize("host", HOSTS)
 def test_real_transcript_gives_the_bounded_task(host: str) -> None:
     task = parse(host, transcript(host))
-    assert task == {
-        "goal": "Fix the add function in calc.py so that check.sh passes.",
+    assert task == {  # what the script did (tests/support/task_session.py)
+        "goal": TASK_PROMPT,
         "outcome": "succeeded",
         "changes": [{"path": "calc.py", "added": 1, "removed": 1}],
         "checks": [
-            {
-                "command": "sh check.sh",
-                "exit_status": 1,
-                "output_tail": "FAILED test_add: expected 5, got -1",
-            },
-            {"command": "sh check.sh", "exit_status": 0, "output_tail": "1 passed"},
+            {"command": CHECK_COMMAND, "exit_status": 1, "output_tail": FAILING_OUTPUT},
+            {"command": CHECK_COMMAND, "exit_status": 0, "output_tail": PASSING_OUTPUT},
         ],
         "host": host,
         "session_ref": stop_event(host)["session_id"],
@@ -118,7 +120,7 @@ def test_turn_without_the_passing_rerun_is_failed(host: str) -> None:
     """Cut the transcript right after the edit: the check failed and was never re-run, and the
     last command failed — ``failed``. Cut after the first check only — ``failed`` too."""
     lines = transcript(host).splitlines(keepends=True)
-    marker = b"1 passed"
+    marker = PASSING_OUTPUT.encode()
     cut = next(i for i, line in enumerate(lines) if marker in line)
     # Drop every line from the passing run on (and the later ones).
     task = parse(host, b"".join(lines[:cut]))

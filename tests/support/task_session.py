@@ -6,7 +6,10 @@ model stubs here answer each request of the task conversation with the next step
 script, chosen by how many tool results the request already carries (side requests — no tools,
 or not the task prompt — get a plain text):
 
-1. run the check (``sh check.sh``), which fails (exit 1) while ``calc.py`` subtracts;
+1. run the check (``sh check.sh``), which fails (exit 1) while ``calc.py`` subtracts: the
+   failing test is ``tests/test_cart.py::test_total`` (the cart's total adds with ``calc.add``),
+   so the fix is in another file than the one the failure names — a lesson the offline
+   distiller proposes (``fail-then-pass``: "when this test fails, look at ``calc.py``");
 2. edit ``calc.py`` — Claude Code: ``Read`` then ``Edit`` (Edit refuses a file it has not read);
    Codex: ``apply_patch`` through its shell tool, which Codex intercepts and applies itself;
 3. run the check again, which passes;
@@ -29,9 +32,20 @@ CHECK_COMMAND = "sh check.sh"
 FINAL_TEXT = "Fixed: add now adds; check.sh passes."
 BUGGY = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
+#: The check's last output lines, failing and passing, as ``pytest -q`` prints them.
+FAILING_OUTPUT = "FAILED tests/test_cart.py::test_total - assert -1 == 5\n1 failed in 0.02s"
+PASSING_OUTPUT = "1 passed in 0.01s"
+#: The test the check runs, and the code under it: the cart's total adds with ``calc.add``.
+CART = "from calc import add\n\n\ndef total(price, shipping):\n    return add(price, shipping)\n"
+TEST_CART = "from cart import total\n\n\ndef test_total():\n    assert total(2, 3) == 5\n"
+#: A stand-in for ``pytest -q`` (the hosts' sandboxes need not have pytest): it prints what
+#: pytest would for ``tests/test_cart.py`` with the ``calc.py`` at hand.
 CHECK_SCRIPT = (
-    "if grep -q 'return a + b' calc.py; then echo '1 passed'; else "
-    "echo 'FAILED test_add: expected 5, got -1'; exit 1; fi\n"
+    "if grep -q 'return a + b' calc.py; then\n"
+    f"  echo '{PASSING_OUTPUT}'\n"
+    "else\n"
+    + "".join(f"  echo '{line}'\n" for line in FAILING_OUTPUT.splitlines())
+    + "  exit 1\nfi\n"
 )
 _PATCH = (
     "apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: calc.py\n@@\n def add(a, b):\n"
@@ -40,9 +54,12 @@ _PATCH = (
 
 
 def write_task_repo(work: Path) -> Path:
-    """The working tree the script edits: a buggy ``calc.py`` and ``check.sh``."""
-    work.mkdir(parents=True, exist_ok=True)
+    """The working tree the script edits: a buggy ``calc.py``, the cart and its test, and
+    ``check.sh``."""
+    (work / "tests").mkdir(parents=True, exist_ok=True)
     (work / "calc.py").write_text(BUGGY, encoding="utf-8")
+    (work / "cart.py").write_text(CART, encoding="utf-8")
+    (work / "tests" / "test_cart.py").write_text(TEST_CART, encoding="utf-8")
     (work / "check.sh").write_text(CHECK_SCRIPT, encoding="utf-8")
     return work
 
