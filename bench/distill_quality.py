@@ -21,6 +21,13 @@ second and its numbers change only when the rules or the fixtures do.
 Fixtures carry ``split``: ``dev`` (written first, the rules were tuned on them) or
 ``blind`` (written afterwards and measured before any further change); both are reported.
 
+**Transcript mode** (:mod:`distill_transcripts`, run too unless ``--transcripts none``): authored
+sessions (``bench/data/distill_transcripts/*.json``) rendered as Claude Code and Codex
+transcripts, parsed by the plugins' Stop-hook code, recorded into an in-process SQLite runtime
+(redaction applies), distilled by the worker's service, and the pending candidates compared
+with the labels; per host format, with parser parity between formats and secret scans of
+everything stored. About ten seconds.
+
     .venv/bin/python bench/distill_quality.py             # Markdown on stdout
     .venv/bin/python bench/distill_quality.py --verbose   # every proposal and miss (stderr)
     .venv/bin/python bench/distill_quality.py --json --write-results
@@ -44,6 +51,7 @@ from powercontext_runtime.distill.failures import looks_secret
 
 SECTION = "distill-quality"
 DEFAULT_DATA = Path(__file__).resolve().parent / "data" / "distill_sessions"
+DEFAULT_TRANSCRIPTS = Path(__file__).resolve().parent / "data" / "distill_transcripts"
 PRECISION_GOAL = 0.70
 RECALL_GOAL = 0.50
 #: An output line at least this long must never appear verbatim in a proposal.
@@ -225,6 +233,11 @@ def _ratio(num: int, den: int) -> float:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     sessions = load(args.data)
     result = evaluate(sessions)
+    transcripts = None
+    if args.transcripts is not None:
+        from distill_transcripts import evaluate_transcripts  # imports the runtime's stores
+
+        transcripts = evaluate_transcripts(args.transcripts)
     total = Counter()
     for counts in result["splits"].values():
         total.update(counts)
@@ -257,6 +270,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             },
         },
         **result,
+        "transcripts": transcripts,
     }
 
 
@@ -356,7 +370,80 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"test ids, error classes); {secrets['sessions_with_planted_secrets']} sessions carry "
         "redacted or raw planted credentials",
     ]
+    if report.get("transcripts"):
+        lines += ["", *_transcript_markdown(report["transcripts"])]
     return "\n".join(lines)
+
+
+def _transcript_markdown(t: dict[str, Any]) -> list[str]:
+    """The transcript mode's part of the section (see :mod:`distill_transcripts`)."""
+    hosts, goals = t["hosts"], t["goals"]
+    totals: Counter = Counter()
+    for report in hosts.values():
+        totals.update(report["secrets"])
+    stored = sum(
+        totals[k]
+        for k in ("sentinels_in_task_results", "sentinels_in_candidates", "sentinels_in_database")
+    )
+    flagged = totals["looks_secret_in_candidates"] + totals["verbatim_output_lines"]
+    flags = {
+        host: sorted({f"{f['id']} ({f['shape']} in {f['field']})" for f in r["stored_flags"]})
+        for host, r in hosts.items()
+    }
+    same_flags = len({tuple(v) for v in flags.values()}) == 1
+    shown_flags = (
+        f"{len(next(iter(flags.values())))} per host format" + _listed(next(iter(flags.values())))
+        if same_flags
+        else "; ".join(f"{host} {len(v)}{_listed(v)}" for host, v in flags.items())
+    )
+    rows = []
+    for host, r in hosts.items():
+        ok = goals[f"{host}.precision"]["ok"] and goals[f"{host}.recall"]["ok"]
+        rows.append(
+            [
+                host,
+                f"{r['parsed']}/{r['sessions']}",
+                _pct(r["kept"], r["proposed"]),
+                _pct(r["found"], r["labelled"]),
+                r["redactions"],
+                ", ".join(f"{k} {v}" for k, v in r["outcomes"].items()),
+                "met" if ok else "**missed**",
+            ]
+        )
+    mismatches = t["parity"]["mismatches"]
+    same = t["parity"]["compared"] - len(mismatches)
+    differing = ", ".join(f"{m['id']} ({'/'.join(m['fields'])})" for m in mismatches)
+    header = ["host format", "parsed", "precision (≥ 70 %)", "recall (≥ 50 %)"]
+    return [
+        "### End to end: authored transcripts → Stop-hook parser → runtime → distill worker",
+        "",
+        f"- Dataset: `bench/data/distill_transcripts/`: {t['sessions']} authored sessions "
+        f"({t['sessions_without_keepers']} with nothing to keep, "
+        f"{t['sessions_with_planted_secrets']} with planted raw credentials), {t['labelled']} "
+        "labelled lessons, each rendered as a Claude Code and a Codex transcript, parsed by "
+        "the Stop hook's `build_task_result`, recorded into an in-process SQLite runtime "
+        f"(redaction), distilled by the worker's `run_round`; {t['seconds']} s",
+        "",
+        markdown_table([*header, "redactions", "task outcomes", "verdict"], rows),
+        "",
+        f"- Secrets: planted `SENTINEL` credentials stored (task results, candidates, any "
+        f"table) {stored}; candidates `looks_secret` flags or repeating an output line "
+        f"≥ {VERBATIM_LINE_CHARS} chars {flagged} — "
+        f"{'met' if goals['secrets']['ok'] else '**missed**'}. Other tokens `looks_secret` "
+        f"flags in stored task results (shape only; ids, file names): {shown_flags}",
+        f"- Parser parity: {same}/{t['parity']['compared']} sessions gave the same task in "
+        "both formats" + (f"; differing: {differing}" if mismatches else ""),
+        *(
+            f"- {host}: wrong proposals: "
+            f"{_list(row['id'] for row in r['rows'] for p in row['proposed'] if not p['kept'])}; "
+            f"missed lessons: {_list(row['id'] for row in r['rows'] if row['missed'])}"
+            for host, r in hosts.items()
+        ),
+    ]
+
+
+def _listed(items: list[str]) -> str:
+    return f": {', '.join(items)}" if items else ""
 
 
 def _list(ids: Any) -> str:
@@ -376,12 +463,31 @@ def render_verbose(report: dict[str, Any]) -> str:
             out.append(f"{mark:5} {row['id']} [{p['rule']}] {p['signature']}\n      {p['lesson']}")
         for miss in row["missed"]:
             out.append(f"MISS  {row['id']} [{miss['rule']}] {miss['terms']}")
+    for host, r in (report.get("transcripts") or {}).get("hosts", {}).items():
+        for row in r["rows"]:
+            where = f"{host}:{row['id']} ({row['outcome']})"
+            for p in row["proposed"]:
+                mark = "KEEP" if p["kept"] else "WRONG"
+                sig = p.get("signature", "?")
+                out.append(f"{mark:5} {where} [{p['rule']}] {sig}\n      {p['lesson']}")
+            for miss in row["missed"]:
+                out.append(f"MISS  {where} [{miss['rule']}] {miss['terms']}")
     return "\n".join(out)
+
+
+def _optional_dir(value: str) -> Path | None:
+    return None if value == "none" else Path(value)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="fixture directory")
+    p.add_argument(
+        "--transcripts",
+        type=_optional_dir,
+        default=DEFAULT_TRANSCRIPTS,
+        help="authored session scripts for the transcript mode, or 'none' to skip it",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     p.add_argument(
         "--write-results", action="store_true", help="rewrite this section of bench/RESULTS.md"

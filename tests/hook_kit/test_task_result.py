@@ -312,6 +312,46 @@ def test_secrets_only_travel_inside_bounded_fields() -> None:
         ([("Bash", {"command": "pytest"}, "Exit code 1\nboom", True)], "failed"),
         ([("Bash", {"command": "pytest"}, "permission denied", True)], "failed"),
         ([("Write", {"file_path": "/w/n.py", "content": "a\nb\n"}, "ok", False)], "succeeded"),
+        (
+            [
+                ("Bash", {"command": "pytest"}, "3 passed", False),
+                ("Bash", {"command": "grep -rn old_name src/"}, "Exit code 1", True),
+            ],
+            "succeeded",
+        ),
+        (
+            [
+                ("Bash", {"command": "pytest"}, "3 passed", False),
+                ("Bash", {"command": "cd app && rg -n old_name"}, "Exit code 1", True),
+            ],
+            "succeeded",
+        ),
+        (
+            [
+                ("Bash", {"command": "pytest"}, "3 passed", False),
+                (
+                    "Bash",
+                    {"command": "grep -rn x nope/"},
+                    "Exit code 2\ngrep: nope/: No such",
+                    True,
+                ),
+            ],
+            "failed",
+        ),
+        (
+            [
+                ("Bash", {"command": "pytest"}, "3 passed", False),
+                ("Bash", {"command": "pytest | grep FAILED"}, "Exit code 1", True),
+            ],
+            "failed",
+        ),
+        (
+            [
+                ("Bash", {"command": "pytest"}, "3 passed", False),
+                ("Bash", {"command": "make lint"}, "Exit code 1", True),
+            ],
+            "failed",
+        ),
     ],
     ids=[
         "nothing",
@@ -321,6 +361,11 @@ def test_secrets_only_travel_inside_bounded_fields() -> None:
         "last-fails",
         "unknown-status",
         "changes-only",
+        "last-search-finds-nothing",
+        "last-search-after-cd-finds-nothing",
+        "last-search-errors",
+        "piped-search-is-not-judged",
+        "last-silent-failure",
     ],
 )
 def test_outcome_rules(calls: list[tuple[str, dict[str, Any], str, bool]], outcome: str) -> None:

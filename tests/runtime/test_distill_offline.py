@@ -198,9 +198,91 @@ def test_needs_prior_command_with_changes_only_for_environment_failures() -> Non
     assert lesson.rule == "fail-then-pass"
 
 
+def test_needs_prior_command_when_the_failure_names_the_command() -> None:
+    """Files changed, but the failing output itself says which command to run, and that is
+    what ran: the order is the lesson (poetry's stale lock, terraform's boxed hint)."""
+    deps = (Change("pyproject.toml", 1, 0),)
+    stale = (
+        "Installing dependencies from lock file\n\npyproject.toml changed significantly since "
+        "poetry.lock was last generated. Run `poetry lock [--no-update]` to fix the lock file."
+    )
+    checks = (fail("poetry install", stale), ok("poetry lock --no-update"), ok("poetry install"))
+    [lesson] = propose_lessons(REF, task(*checks, changes=deps))
+    assert lesson.signature == (
+        "needs-prior-command|poetry lock --no-update|poetry install|prerequisite not run"
+    )
+    assert "(poetry lock)" in lesson.situation
+    boxed = (
+        "╷\n│ Error: Inconsistent dependency lock file\n│ \n│ To update the locked dependency "
+        "selections to match a changed\n│ configuration, run:\n│   terraform init -upgrade\n╵"
+    )
+    tf = (Change("infra/versions.tf", 1, 1),)
+    checks = (
+        fail("cd infra && terraform validate", boxed),
+        ok("cd infra && terraform init -upgrade"),
+        ok("cd infra && terraform validate"),
+    )
+    [lesson] = propose_lessons(REF, task(*checks, changes=tf))
+    assert lesson.lesson.startswith("Run `terraform init -upgrade` before `terraform validate`")
+    # the output names another command than the one that ran: no order is shown
+    hint = "Something went wrong.\nRun `npm audit` for details."
+    checks = (fail("npm run build", hint), ok("npm ci"), ok("npm run build"))
+    assert propose_lessons(REF, task(*checks, changes=deps)) == []
+
+
+def test_needs_prior_command_of_the_same_program_for_another_target() -> None:
+    """``pnpm --filter @acme/ui build`` before ``pnpm --filter web build``: the same program and
+    script, another workspace package, so a prior command — while a narrower rerun of the
+    failing suite (``pytest tests/a.py`` between two ``pytest``) is not one."""
+    unresolved = (
+        '[vite]: Rollup failed to resolve import "@acme/ui" from "/w/apps/web/src/App.tsx".'
+    )
+    checks = (
+        fail("pnpm --filter web build", unresolved),
+        ok("pnpm --filter @acme/ui build"),
+        ok("pnpm --filter web build"),
+    )
+    [lesson] = propose_lessons(REF, task(*checks, changes=(Change("apps/web/package.json", 1, 0),)))
+    assert lesson.rule == "needs-prior-command"
+    assert lesson.lesson.startswith("Run `pnpm --filter @acme/ui build` before `pnpm --filter web")
+    checks = (fail("pytest", NO_TABLE), ok("pytest tests/test_a.py"), ok("pytest"))
+    assert propose_lessons(REF, task(*checks)) == []
+
+
 def test_needs_prior_command_not_when_two_commands_ran_between() -> None:
     checks = (fail("pytest", NO_TABLE), ok("make seed"), ok("alembic upgrade head"), ok("pytest"))
     assert propose_lessons(REF, task(*checks)) == []
+
+
+def test_a_run_piped_into_a_filter_is_judged_by_its_output() -> None:
+    """``npm test 2>&1 | tail -25`` exits 0 (``tail``'s status) even when tests failed: the
+    runner's own failure lines count, and a later run without them is the pass."""
+    cut = (
+        "  ● invoice totals › sums line items with tax\n\n    expect(received).toBe(expected)\n\n"
+        "Test Suites: 1 failed, 29 passed, 30 total\nTests:       1 failed, 212 passed, 213 total"
+    )
+    green = "Test Suites: 30 passed, 30 total\nTests:       213 passed, 213 total"
+    fix = (Change("src/lib/rounding.ts", 2, 1),)
+    checks = (ok("npm test 2>&1 | tail -25", cut), ok("npm test 2>&1 | tail -25", green))
+    [lesson] = propose_lessons(REF, task(*checks, changes=fix))
+    assert lesson.rule == "fail-then-pass"
+    assert "invoice totals > sums line items with tax" in lesson.situation
+    assert "`src/lib/rounding.ts`" in lesson.lesson
+    # not piped: exit 0 is a pass whatever it printed; piped but no runner failure: a pass
+    assert propose_lessons(REF, task(ok("npm test", cut), ok("npm test", green), changes=fix)) == []
+    noisy = "error: deprecated option --foo\nTests:       213 passed, 213 total"
+    piped = (ok("npm test | tail", noisy), ok("npm test | tail", green))
+    assert propose_lessons(REF, task(*piped, changes=fix)) == []
+
+
+def test_a_type_error_in_a_file_the_task_edited_is_the_agent_s_own() -> None:
+    typo = "src/lib/format.ts:31:10 - error TS2552: Cannot find name 'reuslt'. Did you mean?"
+    edited = (Change("src/lib/format.ts", 12, 0), Change("src/components/List.tsx", 2, 1))
+    checks = (fail("npx tsc --noEmit", typo, 2), ok("npx tsc --noEmit"))
+    assert propose_lessons(REF, task(*checks, changes=edited)) == []
+    elsewhere = (Change("src/lib/other.ts", 3, 1),)
+    [lesson] = propose_lessons(REF, task(*checks, changes=elsewhere))
+    assert lesson.rule == "fail-then-pass" and "TS2552" in lesson.situation
 
 
 def test_a_sleep_between_is_still_flakiness() -> None:
@@ -224,9 +306,24 @@ def test_regenerate_after_edit() -> None:
 
 
 def test_regenerate_needs_generated_output_or_a_generator_input() -> None:
+    # a task recorded from a transcript never lists what a command wrote: a generator with no
+    # input kind (make, go generate, package scripts) takes the edited code as its input …
     checks = (fail("pytest tests/contract", STALE), ok("make openapi"), ok("pytest tests/contract"))
-    only_code = (Change("api/routes/orders.py", 20, 4),)
-    lessons = propose_lessons(REF, task(*checks, changes=only_code))
+    only_code = (Change("api/routes/orders.py", 20, 4), Change("tests/test_orders.py", 9, 0))
+    [lesson] = propose_lessons(REF, task(*checks, changes=only_code))
+    assert lesson.signature == "regenerate-after-edit|make openapi|pytest"
+    assert lesson.situation.startswith("After editing `api/routes/orders.py`, ")
+    assert "regenerates" not in lesson.lesson  # it names no output it did not see
+    # … but not when the failure says something is missing: building it is a prior command
+    missing = "Error: Cannot find module '@acme/ui'\nRequire stack:\n- /w/e2e/run.js"
+    checks = (fail("npm run e2e", missing), ok("npm run build"), ok("npm run e2e"))
+    [lesson] = propose_lessons(REF, task(*checks, changes=only_code))
+    assert lesson.signature == "needs-prior-command|npm build|npm e2e|cannot find module"
+    # a generator with an input kind still needs an input of that kind, or a generated output
+    edited_go = (Change("internal/api/handler.go", 4, 1),)
+    build = "internal/api/handler.go:31:21: q.ListActive undefined"
+    checks = (fail("go build ./...", build), ok("sqlc generate"), ok("go build ./..."))
+    lessons = propose_lessons(REF, task(*checks, changes=edited_go))
     assert all(lesson.rule != "regenerate-after-edit" for lesson in lessons)
     ts = "src/a.ts(1,2): error TS2339: Property 'archivedAt' does not exist on type 'Project'."
     schema = (Change("prisma/schema.prisma", 1, 0), Change("src/a.ts", 5, 1))
@@ -340,6 +437,29 @@ def test_failure_signatures_per_tool() -> None:
     assert failure_of("all good", 0) is None
     cmd = failure_of("bash: protoc: command not found", 127)
     assert cmd is not None and (cmd.kind, cmd.detail) == ("command not found", "protoc")
+    expected = {
+        "src/a.ts(3,7): error TS2339: Property 'x' does not exist": ("TS2339", None, "src/a.ts"),
+        "\nAn error occurred (AccessDenied) when calling the ListObjectsV2 operation: Access "
+        "Denied": ("AccessDenied", "ListObjectsV2", None),
+        "make: *** No rule to make target 'check'.  Stop.": ("no make target", "check", None),
+        "Could not find executable /w/build/tests/geo_tests\n***Not Run": (
+            "missing build artifact", "geo_tests", None),
+        "FAILURE: Build failed with an exception.\n\n* What went wrong:\nUnsupported class "
+        "file major version 65": ("gradle build failed", "Unsupported class file major version",
+                                  None),
+        'error during build:\n[vite]: Rollup failed to resolve import "@acme/ui" from "/w/a.tsx"':
+            ("Cannot find module", "@acme/ui", None),
+        "Migrations are pending. To resolve this issue, run:\n\n        bin/rails db:migrate":
+            ("database not up to date", None, None),
+        "Lock file stale. Run `poetry lock [--no-update]` to fix it.": (
+            "prerequisite not run", "poetry lock", None),
+        "│ Error: Inconsistent dependency lock file\n│ Nothing to run here": (
+            "error", "Inconsistent dependency lock file", None),
+    }  # fmt: skip
+    for output, (kind, detail, file) in expected.items():
+        found = failure_of(output, 1)
+        assert found is not None and (found.kind, found.detail, found.file) == (kind, detail, file)
+    assert failure_of("Run `pip install -r requirements.txt` if needed\nall fine", 0) is None
 
 
 def test_command_reduction() -> None:
@@ -358,6 +478,26 @@ def test_command_reduction() -> None:
     assert parse_command("pytest").covers(parse_command("pytest tests/test_a.py"))
     assert not parse_command("pytest tests/test_a.py").covers(parse_command("pytest"))
     assert parse_command("git status").inert and not parse_command("git stash").inert
+    web = parse_command("pnpm --filter web build")
+    assert (web.key, web.positionals, web.selection) == ("pnpm build", ("web",), ())
+    assert parse_command("pnpm -F=@acme/ui build").positionals == ("@acme/ui",)
+    assert parse_command("make -C src check").key == "make check"
+    tags = parse_command("go test -tags integration -race ./internal/search/...")
+    assert (tags.options, tags.positionals) == (
+        ("-tags", "integration", "-race"),
+        ("./internal/search/...",),
+    )
+    assert tags.flag_difference(parse_command("go test -race ./internal/search/...")) == (
+        ("-tags", "integration"),
+        (),
+    )
+    configure = parse_command("./configure --prefix=/usr")
+    assert (configure.key, configure.display) == ("configure", "./configure --prefix=/usr")
+    assert parse_command("bin/rails db:migrate RAILS_ENV=test").key == "rails db:migrate"
+    assert parse_command("./gradlew test").key == "gradlew test"
+    assert parse_command("env | grep AWS").inert and parse_command("java -version").inert
+    assert parse_command("pytest -q 2>&1 | tail -20").filtered
+    assert not parse_command("pytest -q > log.txt").filtered
 
 
 def _lesson(signature: str) -> Lesson:

@@ -21,6 +21,9 @@ Outcome (decided here, documented in ``docs/decisions/task-result-hook.md``):
   its last run failed too (the agent retried a check and it still fails);
 * ``succeeded`` — otherwise. A command that failed once and was never run again (``grep``
   finding nothing, a probe) does not fail the turn: only checks the agent came back to count.
+  A search that found nothing (``grep``/``rg``/``git grep``: status 1, no output) is an answer,
+  not a failure, even as the turn's last command (``grep -rn old_name src/`` confirming that a
+  rename left nothing behind).
 
 A non-zero exit status, and ``-1`` (unknown: the host reported an error without a status), are
 failures.
@@ -460,13 +463,29 @@ def _codex_item(item: Mapping[str, Any], turn: _Turn, cwd: str | None) -> None:
 # --- the result ---------------------------------------------------------------------------------
 
 
+_SEARCH_PROGRAMS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack"})
+
+
+def _no_match(command: str, status: int, output: str) -> bool:
+    """A search that found nothing: status 1 and no output from ``grep``, ``rg``, ``git grep``
+    run on its own (after a pipe the status is the last program's, so those are not judged)."""
+    if status != 1 or output.strip() or "|" in command:
+        return False
+    words = command.rsplit("&&", 1)[-1].split()
+    if not words:
+        return False
+    program = words[0].rsplit("/", 1)[-1]
+    return program in _SEARCH_PROGRAMS or (program == "git" and words[1:2] == ["grep"])
+
+
 def _outcome(turn: _Turn) -> Outcome:
     if turn.interrupted or (not turn.checks and not turn.changes):
         return "abandoned"
-    if turn.checks[-1:] and turn.checks[-1][1] != 0:
+    checks = [check for check in turn.checks if not _no_match(*check)]
+    if checks[-1:] and checks[-1][1] != 0:
         return "failed"
     runs: dict[str, list[int]] = {}
-    for command, status, _ in turn.checks:
+    for command, status, _ in checks:
         runs.setdefault(command, []).append(status)
     for statuses in runs.values():
         if len(statuses) > 1 and any(s != 0 for s in statuses[:-1]) and statuses[-1] != 0:

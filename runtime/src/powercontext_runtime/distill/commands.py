@@ -16,20 +16,33 @@ import re
 import shlex
 from dataclasses import dataclass
 
-__all__ = ["SECRET_NAME", "Command", "parse_command"]
+__all__ = ["SECRET_NAME", "Command", "parse_command", "within"]
 
 #: Programs whose first positional argument is a subcommand that changes what runs.
 _SUBCOMMAND_TOOLS = frozenset(
     {
         "npm", "pnpm", "yarn", "bun", "cargo", "go", "make", "docker", "docker-compose",
         "alembic", "git", "poetry", "uv", "pip", "pip3", "manage.py", "terraform", "helm",
-        "kubectl", "buf", "sqlc", "prisma", "dotnet", "mvn", "gradle", "./gradlew", "bundle",
-        "rake", "mix", "composer", "deno", "tox", "nox", "hatch", "just", "task",
-        "openapi-generator", "openapi-generator-cli",
+        "kubectl", "buf", "sqlc", "prisma", "dotnet", "mvn", "mvnw", "gradle", "gradlew",
+        "bundle", "rake", "rails", "mix", "composer", "deno", "tox", "nox", "hatch", "just",
+        "task", "openapi-generator", "openapi-generator-cli",
     }
 )  # fmt: skip
 #: ``npm run test`` and ``npm test`` are the same; the script name is the subcommand.
 _RUN_SCRIPT_TOOLS = frozenset({"npm", "pnpm", "yarn", "bun"})
+#: Options that may come *before* a subcommand and take the next token as their value
+#: (``pnpm --filter web build``, ``make -C src check``, ``git -C repo status``): that value is
+#: not the subcommand.
+_GLOBAL_VALUE_FLAGS = frozenset(
+    {"--filter", "-F", "-C", "--dir", "--prefix", "-w", "--workspace", "--cwd", "-f", "--file",
+     "--manifest-path", "--project-name", "--project-directory"}
+)  # fmt: skip
+#: The workspace package a package manager runs a script in (``pnpm --filter web build``): a
+#: target, like a test path, not a narrowing of one run (``--filter ui`` builds another package).
+_WORKSPACE_FLAGS = frozenset({"--filter", "-F", "--workspace", "-w"})
+#: ``-tags integration``, ``-timeout 30s``: single-dash words (Go, Java, terraform style) that
+#: are options with a value when the next token is not a target.
+_SINGLE_DASH_WORD = re.compile(r"^-[A-Za-z][A-Za-z-]+$")
 #: Second-level subcommands that belong to the program key (``docker compose up``).
 _NESTED = {("docker", "compose"), ("go", "mod"), ("cargo", "nextest")}
 
@@ -75,7 +88,7 @@ _INERT_GIT = frozenset(
     {"status", "diff", "log", "show", "branch", "add", "commit", "push", "fetch", "blame",
      "rev-parse", "remote", "describe", "ls-files", "grep", "tag"}
 )  # fmt: skip
-_VERSION_FLAGS = frozenset({"--version", "-V", "version", "--help", "-h", "help"})
+_VERSION_FLAGS = frozenset({"--version", "-version", "-V", "version", "--help", "-h", "help"})
 #: Read-only subcommands of tools that otherwise change things.
 _INERT_KEYS = frozenset(
     {"alembic current", "alembic history", "alembic heads", "alembic check", "docker ps",
@@ -93,8 +106,10 @@ class Command:
 
     ``display`` is the reduced command as a person would retype it (no ``cd``, pipes or
     redirections); ``key`` is program plus subcommand (``cargo test``); ``positionals`` what it
-    checks (``tests/test_api.py``); ``options`` its significant flags and flag values in the
-    order given; ``selection`` its narrowing flags; ``env`` leading ``NAME=value`` assignments.
+    checks (``tests/test_api.py``; a package manager's workspace package too); ``options`` its
+    significant flags and flag values in the order given; ``selection`` its narrowing flags;
+    ``env`` leading ``NAME=value`` assignments; ``filtered``: its output was piped into a
+    filter (``| tail -20``), so its exit status is the filter's, not its own.
     """
 
     display: str
@@ -104,11 +119,13 @@ class Command:
     options: tuple[str, ...]
     selection: tuple[str, ...]
     env: tuple[str, ...]
+    filtered: bool = False
 
     @property
     def inert(self) -> bool:
-        """Does this run only look at things (so it cannot explain a later pass)?"""
-        if self.program in _INERT_PROGRAMS or self.key in _INERT_KEYS:
+        """Does this run only look at things (so it cannot explain a later pass)? A command
+        with no program left (a bare ``env``) only prints."""
+        if not self.key or self.program in _INERT_PROGRAMS or self.key in _INERT_KEYS:
             return True
         if self.program == "git":
             sub = self.key.split(" ", 1)[1] if " " in self.key else ""
@@ -131,8 +148,7 @@ class Command:
         if not other.positionals:
             return False
         return all(
-            any(_within(target, scope) for scope in self.positionals)
-            for target in other.positionals
+            any(within(target, scope) for scope in self.positionals) for target in other.positionals
         )
 
     def flag_difference(self, other: Command) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
@@ -151,7 +167,8 @@ class Command:
         return added, removed
 
 
-def _within(target: str, scope: str) -> bool:
+def within(target: str, scope: str) -> bool:
+    """Is the test target ``target`` (a path, a test id) inside ``scope`` (a path, ``./...``)?"""
     target, scope = target.split("::", 1)[0].rstrip("/"), scope.rstrip("/")
     return target == scope or target.startswith(scope + "/") or scope in {".", "./...", "..."}
 
@@ -168,9 +185,9 @@ def _program_name(token: str) -> str:
     return token.rsplit("/", 1)[-1]
 
 
-def _main_segment(command: str) -> str:
+def _main_segment(command: str) -> tuple[str, bool]:
     """The segment that is the check: after a leading ``cd x &&`` or ``source …;``, before a
-    pipe into a filter such as ``tail``."""
+    pipe into a filter such as ``tail``; and whether it was piped into such a filter."""
     segments = [s for s in _SEGMENT_SPLIT.split(command.strip()) if s]
     while (
         len(segments) > 1
@@ -189,17 +206,20 @@ def _main_segment(command: str) -> str:
     main = segments[0] if segments else command
     pieces = _PIPE_SPLIT.split(main)
     kept = [pieces[0]]
+    filtered = False
     for piece in pieces[1:]:
         words = _split(piece)
         if words and _program_name(words[0]) in _FILTERS:
+            filtered = True
             break
         kept.append(piece)
-    return " | ".join(kept)
+    return " | ".join(kept), filtered
 
 
 def parse_command(command: str) -> Command:
     """Reduce one recorded command (see the module docstring). Never raises."""
-    tokens = [t for t in _split(_main_segment(command)) if not _REDIRECTION.match(t)]
+    main, filtered = _main_segment(command)
+    tokens = [t for t in _split(main) if not _REDIRECTION.match(t)]
     env: list[str] = []
     while tokens and _ENV_ASSIGNMENT.match(tokens[0]):
         env.append(tokens.pop(0))
@@ -220,36 +240,46 @@ def parse_command(command: str) -> Command:
             continue
         break
     if not tokens:
-        return Command(command.strip()[:200], "", "", (), (), (), tuple(env))
+        return Command(command.strip()[:200], "", "", (), (), (), tuple(env), filtered)
     program = _program_name(tokens[0])
     if program.startswith("python") and len(tokens) > 1 and tokens[1].endswith("manage.py"):
         program, tokens = "manage.py", ["manage.py", *tokens[2:]]
     rest = tokens[1:]
     key_parts = [program]
-    shown_parts = [program]
+    # Shown as typed (a person retypes it; ``pnpm --filter web build`` is not ``pnpm build
+    # --filter web``), the program without its folder but for ``./configure``, ``./gradlew``.
+    shown = [*env, tokens[0] if tokens[0].startswith("./") else program, *tokens[1:]]
     if program in _SUBCOMMAND_TOOLS:
-        index = next((i for i, t in enumerate(rest) if not t.startswith("-")), None)
+        index = _subcommand_index(rest)
         if index is not None:
             sub = rest.pop(index)
             if program in _RUN_SCRIPT_TOOLS and sub in {"run", "run-script"} and rest:
                 nxt = next((i for i, t in enumerate(rest) if not t.startswith("-")), None)
                 if nxt is not None:
                     sub = rest.pop(nxt)
-                    shown_parts.append("run")
             key_parts.append(sub)
-            shown_parts.append(sub)
             if (program, sub) in _NESTED:
                 nxt = next((i for i, t in enumerate(rest) if not t.startswith("-")), None)
                 if nxt is not None:
-                    key_parts.append(rest[nxt])
-                    shown_parts.append(rest.pop(nxt))
+                    key_parts.append(rest.pop(nxt))
     positionals: list[str] = []
     options: list[str] = []
     selection: list[str] = []
     after_selection = False
     after_option = False
+    after_workspace = False
     for token in rest:
         if token == "--":
+            continue
+        if after_workspace:
+            positionals.append(token)
+            after_workspace = False
+            continue
+        if program in _RUN_SCRIPT_TOOLS and token.split("=", 1)[0] in _WORKSPACE_FLAGS:
+            if "=" in token:
+                positionals.append(token.split("=", 1)[1])
+            else:
+                after_workspace = True
             continue
         if after_selection:
             selection.append(token)
@@ -266,7 +296,9 @@ def parse_command(command: str) -> Command:
                 selection.append(token)
             else:
                 options.append(token)
-                after_option = "=" not in token and token.startswith("--")
+                after_option = "=" not in token and (
+                    token.startswith("--") or _SINGLE_DASH_WORD.match(token) is not None
+                )
             continue
         if after_option and not _looks_like_target(token):
             options.append(token)  # the value of the long option before it
@@ -274,8 +306,7 @@ def parse_command(command: str) -> Command:
             continue
         after_option = False
         positionals.append(token)
-    display_words = [*env, *shown_parts, *rest]
-    display = " ".join(shlex.quote(w) if _needs_quotes(w) else w for w in display_words)
+    display = " ".join(shlex.quote(w) if _needs_quotes(w) else w for w in shown)
     return Command(
         display=display[:200],
         key=" ".join(key_parts),
@@ -284,7 +315,23 @@ def parse_command(command: str) -> Command:
         options=tuple(options),
         selection=tuple(selection),
         env=tuple(sorted(env)),
+        filtered=filtered,
     )
+
+
+def _subcommand_index(rest: list[str]) -> int | None:
+    """Where the subcommand is: the first word that is neither an option nor the value of an
+    option that takes one before the subcommand (:data:`_GLOBAL_VALUE_FLAGS`)."""
+    skip = False
+    for i, token in enumerate(rest):
+        if skip:
+            skip = False
+            continue
+        if token.startswith("-"):
+            skip = token in _GLOBAL_VALUE_FLAGS
+            continue
+        return i
+    return None
 
 
 _TARGET = re.compile(r"::|^\.{1,2}(?:/|$)|^\.\.\.$|\.(?:py|[cm]?[jt]sx?|go|rs|rb|java|kt)$")

@@ -16,10 +16,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["GENERIC_KIND", "Failure", "failure_of", "is_test_path", "looks_secret", "normalise"]
+__all__ = [
+    "GENERIC_KIND",
+    "PREREQUISITE_KIND",
+    "Failure",
+    "failure_of",
+    "hidden_failure",
+    "is_test_path",
+    "looks_secret",
+    "normalise",
+]
 
 #: The kind of a failure known only from a tool's bare ``error: …`` line.
 GENERIC_KIND = "error"
+#: The kind of a failure whose output says which command to run first (``Run `poetry lock` to
+#: fix the lock file``, terraform's ``run: terraform init -upgrade``); the detail names it.
+PREREQUISITE_KIND = "prerequisite not run"
 
 #: Failure classes caused by the environment, not by the code: another command (install,
 #: migrate, start a service) fixes them, so they point at ``needs-prior-command``.
@@ -29,6 +41,7 @@ ENVIRONMENT_KINDS = frozenset(
         "no such table", "connection refused", "missing go.sum entry", "no required module",
         "database not up to date", "docker daemon not running", "missing node_modules",
         "ERR_MODULE_NOT_FOUND", "missing dependency", "missing build artifact",
+        "no make target", PREREQUISITE_KIND,
     }
 )  # fmt: skip
 #: Failure classes of the command line itself: a different flag or variable fixes them.
@@ -145,6 +158,11 @@ _JS_ERROR = re.compile(
 _JEST_EXPECT = re.compile(r"^\s*expect\((?:received|actual)\)\.(?P<matcher>\w+)", _FLAGS)
 _CANNOT_FIND = re.compile(r"Cannot find (?:module|package) '(?P<name>[^']+)'")
 _TS = re.compile(r"error (?P<code>TS\d{4}):\s*(?P<rest>.*)$", _FLAGS)
+#: tsc's location before the code, pretty (``src/a.ts:3:7 - error``) or plain (``src/a.ts(3,7):``).
+_TS_AT = re.compile(
+    r"^(?P<file>[\w./@-]+\.[cm]?[jt]sx?)(?::\d+:\d+ - |\(\d+,\d+\): )error TS\d{4}\b", _FLAGS
+)
+_JEST_SUMMARY = re.compile(r"^Tests:\s+\d+ failed\b", _FLAGS)
 _GO_FAIL = re.compile(r"^\s*--- FAIL: (?P<test>\S+)", _FLAGS)
 _GO_PKG = re.compile(r"^FAIL\s+(?P<pkg>[\w./-]+/[\w.-]+)\s", _FLAGS)
 _GO_BUILD = re.compile(r"^(?:\.?/)?(?P<file>[\w./-]+\.go):\d+(?::\d+)?:\s*(?P<rest>.+)$", _FLAGS)
@@ -160,7 +178,28 @@ _CMD_NOT_FOUND = re.compile(
 )
 _RELATION = re.compile(r"relation \"(?P<name>[\w.]+)\" does not exist")
 _NO_TABLE = re.compile(r"no such table: (?P<name>[\w.]+)")
-_NOT_UP_TO_DATE = re.compile(r"Target database is not up to date|unapplied migration", re.I)
+_NOT_UP_TO_DATE = re.compile(
+    r"Target database is not up to date|unapplied migration|Migrations are pending", re.I
+)
+#: Vite/Rollup cannot resolve a bare import: the package (a workspace one) is not built or
+#: installed, the same situation as node's ``Cannot find module``.
+_UNRESOLVED_IMPORT = re.compile(r"[Ff]ailed to resolve import \"(?P<name>[^\"]+)\"")
+_NO_MAKE_TARGET = re.compile(
+    r"^make(?:\[\d+\])?: \*\*\* No rule to make target '(?P<target>[^']+)'", _FLAGS
+)
+_CTEST_MISSING = re.compile(r"^Could not find executable (?P<path>\S+)", _FLAGS)
+_AWS_ERROR = re.compile(
+    r"An error occurred \((?P<code>[A-Za-z.]+)\) when calling the (?P<op>\w+) operation"
+)
+_GRADLE_WRONG = re.compile(r"^\* What went wrong:\s*\n(?P<what>.+)$", _FLAGS)
+#: An output telling which command to run: ``Run `poetry lock [--no-update]` to …`` or a
+#: ``run:`` line followed by the indented command (terraform, Rails; terraform boxes its lines
+#: in ``│``).
+_TOLD = re.compile(
+    r"\b[Rr]un `(?P<quoted>[^`\n]{3,100})`"
+    r"|\b[Rr]un:[ \t]*\n(?:[ \t│]*\n)*[ \t│]+(?P<line>\S[^\n]{2,100})$",
+    _FLAGS,
+)
 _REFUSED = re.compile(r"Connection refused|ECONNREFUSED|could not connect to server", re.I)
 _DOCKER_DOWN = re.compile(r"Cannot connect to the Docker daemon", re.I)
 _NPM_CODE = re.compile(r"^npm (?:ERR!|error) code (?P<code>[A-Z][A-Z0-9_]+)$", _FLAGS)
@@ -228,7 +267,7 @@ def failure_of(output_tail: str, exit_status: int) -> Failure | None:
     invocation = _invocation_failure(text)
     if invocation is not None:
         return invocation
-    for finder in (_pytest, _cargo, _go, _jest, _typescript, _traceback):
+    for finder in (_pytest, _cargo, _go, _jest, _typescript, _traceback, _tools):
         found = finder(text)
         if found is not None:
             return found
@@ -237,11 +276,26 @@ def failure_of(output_tail: str, exit_status: int) -> Failure | None:
     code = _NPM_CODE.search(text) or _TOOL_CODE.search(text)
     if code:
         return Failure(code.group("code"))
-    return _generic(text)
+    return _told(text) or _generic(text)
+
+
+def hidden_failure(output_tail: str) -> Failure | None:
+    """A test runner's failure in the output of a run that exited 0 because it was piped into
+    a filter (``pytest 2>&1 | tail -20`` reports ``tail``'s status): only the runners' own
+    failure lines count (pytest ``FAILED``, jest ``FAIL``/``Tests: N failed``, ``--- FAIL``,
+    cargo ``... FAILED``), never a generic ``error:`` line a passing run may print too."""
+    text = output_tail[-4000:]
+    if _GO_FAIL.search(text) and (found := _go(text)) is not None:
+        return found
+    for finder in (_pytest, _cargo, _jest):
+        found = finder(text)
+        if found is not None:
+            return found
+    return None
 
 
 _GENERIC = re.compile(
-    r"^\s*(?:ERROR|[Ee]rror|FATAL ERROR|FAILED)(?:\[\w+\])?:\s*(?P<message>.+)$", _FLAGS
+    r"^[\s│]*(?:ERROR|[Ee]rror|FATAL ERROR|FAILED)(?:\[\w+\])?:\s*(?P<message>.+)$", _FLAGS
 )
 _TOOL_CODE = re.compile(r"^\s*(?P<code>ERR_PNPM_[A-Z_]+|E[A-Z]{4,}[A-Z_]*)\b", _FLAGS)
 _WORDS = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
@@ -259,6 +313,33 @@ def _generic(text: str) -> Failure | None:
     return Failure(GENERIC_KIND, detail=detail) if detail else None
 
 
+def _words(text: str, n: int = 6) -> str | None:
+    """The first ``n`` words of a message (never the whole line: it may carry values)."""
+    return _short(" ".join(_WORDS.findall(text)[:n]), 60)
+
+
+def _told(text: str) -> Failure | None:
+    """The output says which command to run (see :data:`_TOLD`): its program and first
+    subcommand word, never its arguments."""
+    match = _TOLD.search(text)
+    if not match:
+        return None
+    words = (match.group("quoted") or match.group("line")).split()
+    program = words[0].rsplit("/", 1)[-1]
+    sub = words[1] if len(words) > 1 and re.fullmatch(r"[a-z][\w:.-]*", words[1]) else ""
+    detail = _short(f"{program} {sub}".strip(), 40)
+    return Failure(PREREQUISITE_KIND, detail=detail) if detail else None
+
+
+def _tools(text: str) -> Failure | None:
+    """Build and cloud tools that print their own error shapes."""
+    if m := _AWS_ERROR.search(text):
+        return Failure(m.group("code"), detail=_short(m.group("op")))
+    if m := _GRADLE_WRONG.search(text):
+        return Failure("gradle build failed", detail=_words(m.group("what")))
+    return None
+
+
 def _environment_failure(text: str) -> Failure | None:
     if m := _NO_MODULE.search(text):
         return Failure("ModuleNotFoundError", detail=_short(m.group("name")))
@@ -266,6 +347,8 @@ def _environment_failure(text: str) -> Failure | None:
         name = m.group("name")
         if not name.startswith("."):  # a relative import is the code's own mistake
             return Failure("Cannot find module", detail=_short(name))
+    if (m := _UNRESOLVED_IMPORT.search(text)) and not m.group("name").startswith("."):
+        return Failure("Cannot find module", detail=_short(m.group("name")))
     if "ERR_MODULE_NOT_FOUND" in text:
         return Failure("ERR_MODULE_NOT_FOUND")
     if m := _CMD_NOT_FOUND.search(text):
@@ -288,6 +371,10 @@ def _environment_failure(text: str) -> Failure | None:
         return Failure("missing node_modules")
     if _MISSING_DEPENDENCY.search(text):
         return Failure("missing dependency")
+    if m := _NO_MAKE_TARGET.search(text):
+        return Failure("no make target", detail=_short(m.group("target")))
+    if m := _CTEST_MISSING.search(text):
+        return Failure("missing build artifact", detail=_short(m.group("path").rsplit("/", 1)[-1]))
     return None
 
 
@@ -359,9 +446,9 @@ def _go(text: str) -> Failure | None:
 
 def _jest(text: str) -> Failure | None:
     file = _JEST_FILE.search(text)
-    if not file:
-        return None
-    name = file.group("test")
+    if not file and not _JEST_SUMMARY.search(text):
+        return None  # a tail cut before ``FAIL <file>`` still ends with jest's summary
+    name = file.group("test") if file else None
     if not name and (test := _JEST_TEST.search(text)):
         name = test.group("test")
     kind = None
@@ -370,10 +457,16 @@ def _jest(text: str) -> Failure | None:
     if (expect := _JEST_EXPECT.search(text)) and kind in {None, "Error"}:
         kind = f"expect().{expect.group('matcher')}"
     name = re.sub(r"\s*[›>]\s*", " > ", name) if name else None
-    return Failure(kind or "test failure", test=_short(name, 160), file=_short(file.group("file")))
+    where = _short(file.group("file")) if file else None
+    return Failure(kind or "test failure", test=_short(name, 160), file=where)
 
 
 def _typescript(text: str) -> Failure | None:
+    """tsc's first error: its code, and the file it is in (so an error in a file the task
+    itself edited is recognised as the agent's own)."""
+    if m := _TS_AT.search(text):
+        code = _TS.search(text, m.start())
+        return Failure(code.group("code") if code else "TS", file=_short(m.group("file"), 160))
     if m := _TS.search(text):
         return Failure(m.group("code"))
     return None

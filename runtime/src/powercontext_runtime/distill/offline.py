@@ -34,8 +34,16 @@ The rules (ids are stable: they are stored and compared later)
 ``regenerate-after-edit``
     A check failed, a known generator (:data:`GENERATORS`) ran and succeeded, then the check
     passed, in a succeeded task that edited inputs X and either changed generated files Y or
-    edited the generator's own input kind (a ``.proto``, a Prisma schema). Lesson: after
-    editing X, regenerate with the command.
+    edited the generator's own input kind (a ``.proto``, a Prisma schema). A generator that
+    names no input kind (``make mocks``, ``go generate``, a package script) may read any file,
+    and what it writes never shows in a task recorded from a transcript (the host sees the
+    agent's edits, not a command's writes): there the edited code files are its inputs, unless
+    the failure was environmental (something missing, so ``needs-prior-command``).
+    Lesson: after editing X, regenerate with the command.
+
+A run piped into a filter (``npm test 2>&1 | tail -20``) exits with the filter's status; when
+its output shows a test runner's failure (:func:`~.failures.hidden_failure`) it counts as
+failed.
 
 Nothing for: abandoned tasks; tasks without a failing→passing pair; a fail→pass with no change
 and no command in between (flakiness: one sample is no rule — the dedup step may later count
@@ -62,8 +70,17 @@ from annotated_types import MaxLen
 
 from ..contract.limits import MAX_EVIDENCE_REFS, SOURCE_ID_MAX_CHARS
 from ..contract.review import ExperienceProposal
-from .commands import SECRET_NAME, Command, parse_command
-from .failures import GENERIC_KIND, Failure, failure_of, is_test_path, looks_secret, normalise
+from .commands import SECRET_NAME, Command, parse_command, within
+from .failures import (
+    GENERIC_KIND,
+    PREREQUISITE_KIND,
+    Failure,
+    failure_of,
+    hidden_failure,
+    is_test_path,
+    looks_secret,
+    normalise,
+)
 
 __all__ = [
     "GENERATORS",
@@ -305,7 +322,7 @@ class _Run:
 
     @property
     def passed(self) -> bool:
-        return self.check.exit_status == 0
+        return self.check.exit_status == 0 and self.failure is None
 
 
 def propose_lessons(task_ref: str, task: TaskInput) -> list[Lesson]:
@@ -318,12 +335,7 @@ def propose_lessons(task_ref: str, task: TaskInput) -> list[Lesson]:
         raise ValueError("task_ref must be a task result's source id")
     if task.outcome == "abandoned" or not task.checks:
         return []
-    runs = [
-        _Run(
-            i, check, parse_command(check.command), failure_of(check.output_tail, check.exit_status)
-        )
-        for i, check in enumerate(task.checks)
-    ]
+    runs = [_run(i, check) for i, check in enumerate(task.checks)]
     found: list[Lesson] = []
     seen: set[str] = set()
     for run in runs:
@@ -337,6 +349,26 @@ def propose_lessons(task_ref: str, task: TaskInput) -> list[Lesson]:
         if len(found) == MAX_LESSONS_PER_TASK:
             break
     return found
+
+
+def _run(index: int, check: Check) -> _Run:
+    command = parse_command(check.command)
+    failure = failure_of(check.output_tail, check.exit_status)
+    if check.exit_status == 0 and command.filtered:
+        failure = hidden_failure(check.output_tail)  # the filter's status hid the runner's
+    return _Run(index, check, command, failure)
+
+
+def _same_check(run: Command, failed: Command) -> bool:
+    """Is ``run`` the failed check again (the whole of it or a part, any flags), rather than
+    another command of the same program (``pnpm --filter ui build`` before ``--filter web``)?"""
+    if run.key != failed.key:
+        return False
+    if not run.positionals or not failed.positionals:
+        return True
+    return all(any(within(t, s) for s in failed.positionals) for t in run.positionals) or all(
+        any(within(t, s) for s in run.positionals) for t in failed.positionals
+    )
 
 
 def _lesson_for_failure(
@@ -372,10 +404,10 @@ def _explain_pass(
                 lesson := _regenerate(task_ref, task, failed, passed, run, generator)
             ):
                 return lesson
-    distinct = {r.command.key for r in acting if r.command.key != failed.command.key}
-    if len(distinct) == 1 and (not task.changes or failure.environmental):
-        prior = [r for r in acting if r.command.key != failed.command.key][-1]
-        return _needs_prior(task_ref, failed, passed, prior)
+    others = [r for r in acting if not _same_check(r.command, failed.command)]
+    distinct = {_command_identity(r.command) for r in others}
+    if len(distinct) == 1 and (not task.changes or _explains(failure, others[-1].command)):
+        return _needs_prior(task_ref, failed, passed, others[-1])
     if not task.changes or task.outcome != "succeeded":
         return None  # nothing changed: flaky, or explained by nothing we can see
     if failure.self_inflicted or failure.environmental or failure.invocation:
@@ -385,6 +417,18 @@ def _explain_pass(
     if _points_at(failure, _fix_paths(task.changes)):
         return None
     return _fail_then_pass(task_ref, task, failed, passed)
+
+
+def _explains(failure: Failure, prior: Command) -> bool:
+    """Does an environment failure point at ``prior`` (files changed too, so the failure must
+    say it was the environment)? An output naming the command to run counts only when that is
+    the command that ran (npm's "Run `npm audit` for details" is no order)."""
+    if not failure.environmental:
+        return False
+    if failure.kind != PREREQUISITE_KIND:
+        return True
+    named = (failure.detail or "").split()
+    return bool(named) and named[0] == prior.program and " ".join(named) in f"{prior.key} "
 
 
 def _test_file_changed(failure: Failure, changes: Sequence[Change]) -> bool:
@@ -528,6 +572,10 @@ def _regenerate(
         if not _ANY_GENERATED.search(c.path) and not generator.outputs.search(c.path)
     ]
     inputs = [c for c in edited if generator.inputs and generator.inputs.search(c.path)]
+    if generator.inputs is None and not outputs and not failure.environmental:
+        # See the module docstring. Not for a failure that says something is *missing* (a
+        # module, a build artifact): building it is a prior command, not a regeneration.
+        inputs = [c for c in edited if not is_test_path(c.path)]
     if not edited or not (outputs or inputs):
         return None
     sources = _top(inputs or [c for c in edited if not is_test_path(c.path)] or edited, 2)
