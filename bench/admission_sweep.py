@@ -28,9 +28,19 @@ Generalisation checks:
   English descriptions, 200 held-out packages not loaded). Pack hit (relevant description in
   the pack) for loaded packages and pack non-empty for held-out ones, per rule.
 
+``--cutoff`` (issue 33) sweeps the other half of a pack's admission instead: the relative cutoff
+that keeps a short prompt's pack to the hits near the best one (``services/context.py``), on
+the LoCoMo dev split (``locomo.py``'s protocol, conversations 1-5 only) and the coding dev set,
+lexical and hybrid, replaying the runtime's own ``fuse`` and builder; and for hybrid search,
+how many lexical hits the fusion is given, with the shipped model's ceiling on LoCoMo (the
+vector channel alone, and an oracle over both channels' candidates). With ``--ddtp`` it
+reports the same rules on DDTP.
+
     python bench/admission_sweep.py                 # dev set: the grid, best rules first
     python bench/admission_sweep.py --split         # and the held-out halves
     python bench/admission_sweep.py --ddtp          # DDTP (fetches apt's indexes once)
+    python bench/admission_sweep.py --cutoff        # relative cutoff + lexical candidates
+    python bench/admission_sweep.py --cutoff --ddtp # the same on DDTP
 """
 
 from __future__ import annotations
@@ -43,7 +53,7 @@ import sys
 import tempfile
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -84,6 +94,7 @@ class Candidate(NamedTuple):
     entry_id: str
     text: str
     similarity: float  # vector candidates: the cosine; lexical hits: the lexical score
+    coverage: float = 0.0  # lexical hits: the share of the query's term weight they contain
 
 
 @dataclass(frozen=True)
@@ -99,6 +110,10 @@ class Captured:
     held_out: bool = False
     term_count: int = 0  # len(query_terms): the pack's relative cutoff depends on it
     searched: tuple[Candidate, ...] = ()  # search_memory's lexical hits (limit SEARCH_LIMIT)
+    # The same two lexical searches with limit WIDE (``--cutoff``: a prefix of each is the
+    # search with a smaller limit; the order is total).
+    lexical_wide: tuple[Candidate, ...] = ()
+    searched_wide: tuple[Candidate, ...] = ()
 
 
 class Rule(NamedTuple):
@@ -114,6 +129,8 @@ class Rule(NamedTuple):
         return f"≥ {self.floor:.2f}, or ≥ {self.low:.2f} and a shared {self.gate}, {cap}"
 
 
+LOCOMO_DEV = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+WIDE = 2 * MEMORY_CANDIDATES  # lexical hits captured for ``--cutoff`` (the most any rule uses)
 LEXICAL_ONLY = Rule(2.0)  # no cosine reaches it ("cosine ≥ 2.00" in the tables)
 DEFAULT = Rule(0.46)
 PROPOSED = Rule(0.46, 0.37, 1, "word")
@@ -201,6 +218,14 @@ def capture(
     vector = semantic.candidates(
         scope_id, semantic.embed_query(question), vector_candidates(MEMORY_CANDIDATES)
     )
+    lexical_wide = store.search(scope_id, terms, WIDE)
+    searched_wide = store.search(scope_id, query_terms(text), WIDE)
+
+    def found(hits: Iterable[Any]) -> tuple[Candidate, ...]:
+        return tuple(
+            Candidate(h.entry_version_id, h.entry_id, h.text, h.score, h.coverage) for h in hits
+        )
+
     return Captured(
         query_id,
         kind,
@@ -212,6 +237,8 @@ def capture(
         searched=tuple(
             Candidate(h.entry_version_id, h.entry_id, h.text, h.score) for h in searched.hits
         ),
+        lexical_wide=found(lexical_wide.hits),
+        searched_wide=found(searched_wide.hits),
     )
 
 
@@ -492,6 +519,299 @@ def run_ddtp(rows: list[Captured]) -> dict[str, Any]:
     return {"ddtp": report}
 
 
+# -- the pack's relative cutoff and hybrid's lexical candidates (--cutoff, issue 33) ---------
+
+
+class Cutoff(NamedTuple):
+    """Which of a short prompt's pack candidates the builder is given: those whose ``measure``
+    (``score``: the search's rank score; ``coverage``: the share of the prompt's term weight
+    they contain, plus the cosine's bonus) reaches ``ratio`` × the best; of those, with
+    ``step``, none after the first that falls more than that share below the one before it,
+    and at most ``cap``. A prompt of more than ``max_terms`` terms keeps every candidate."""
+
+    measure: str
+    ratio: float
+    cap: int | None = None
+    step: float | None = None
+    max_terms: int = 20
+
+    def label(self) -> str:
+        if self.ratio == 0:
+            return "none"
+        out = f"{self.measure} ≥ {self.ratio:g} × best"
+        if self.step is not None:
+            out += f", stop at a drop > {self.step:.0%}"
+        if self.cap is not None:
+            out += f", at most {self.cap}"
+        if self.max_terms != 20:
+            out += ", every prompt" if self.max_terms > 10**5 else f", ≤ {self.max_terms} terms"
+        return out
+
+
+BEFORE_CUTOFF = Cutoff("score", 0.5)  # issue 33 item 3, until 2026-12-06
+SHIPPED_CUTOFF = Cutoff("coverage", 0.5)
+LEXICAL_K = (10, 16, 20, 32)  # lexical hits a hybrid search of 10 fuses (shipped: 2 × limit)
+WEIGHTS = (0.15, 0.25, 0.35)
+#: The local model's two admissions, as ``composition`` builds them.
+SEARCH_ADMISSION = fusion.Admission(composition.LOCAL_FLOORS[0], None, composition.LOCAL_FLOORS[0])
+PACK_ADMISSION = fusion.Admission(
+    composition.LOCAL_FLOORS[1], composition.PREPARE_VECTOR_ONLY, composition.LOCAL_FLOORS[0]
+)
+
+Scored = tuple[Candidate, float, float]  # candidate, (fused) score, coverage (+ cosine bonus)
+
+
+def cutoff_grid() -> list[Cutoff]:
+    rules = [Cutoff("score", 0.0)]
+    for measure in ("score", "coverage"):
+        rules += [Cutoff(measure, r) for r in (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)]
+    rules += [Cutoff("score", 0.5, cap=k) for k in (5, 6, 7)]
+    rules += [Cutoff("score", 0.5, step=g) for g in (0.2, 0.3)]
+    rules += [Cutoff("score", 0.5, max_terms=10**6), Cutoff("coverage", 0.5, max_terms=10)]
+    rules += [Cutoff("coverage", 0.5, max_terms=10**6)]
+    return rules
+
+
+def fused(
+    lexical: Sequence[Candidate], vector: Sequence[Candidate], admission: fusion.Admission,
+    limit: int,
+) -> list[Scored]:  # fmt: skip
+    """The runtime's ``fuse``, and each hit's coverage as ``MemoryService.find`` sets it."""
+    by_key = {c.key: c for c in vector} | {c.key: c for c in lexical}
+    cosine = {c.key: c.similarity for c in vector}
+    out = fusion.fuse(
+        [(c.key, c.similarity) for c in lexical],
+        [(c.key, c.similarity) for c in vector],
+        admission,
+        limit,
+        lambda k: by_key[str(k)].entry_id.encode(),
+    )
+    scored = []
+    for f in out:
+        c = by_key[str(f.key)]
+        lexical_cover = c.coverage if f.matched_by != "vector" else 0.0
+        bonus = admission.bonus(cosine[c.key]) if f.matched_by != "fts" else 0.0
+        scored.append((c, f.score, min(1.0, lexical_cover + bonus)))
+    return scored
+
+
+def cut(candidates: list[Scored], term_count: int, rule: Cutoff) -> list[Scored]:
+    if not candidates or term_count > rule.max_terms:
+        return candidates
+    index = 1 if rule.measure == "score" else 2
+    best = max(c[index] for c in candidates)
+    kept = [c for c in candidates if c[index] >= rule.ratio * best]
+    if rule.step is not None:
+        stepped = kept[:1]
+        for c in kept[1:]:
+            if c[index] < (1 - rule.step) * stepped[-1][index]:
+                break
+            stepped.append(c)
+        kept = stepped
+    return kept if rule.cap is None else kept[: rule.cap]
+
+
+def pack_under(q: Captured, rule: Cutoff, hybrid: bool, lexical_k: int) -> list[str]:
+    """Entry ids of the pack's memory items."""
+    if hybrid:
+        candidates = fused(q.lexical_wide[:lexical_k], q.vector, PACK_ADMISSION, MEMORY_CANDIDATES)
+    else:
+        candidates = [(c, c.similarity, c.coverage) for c in q.lexical_wide[:MEMORY_CANDIDATES]]
+    kept = cut(candidates, q.term_count, rule)
+    hits = [
+        MemoryHit(revision=1, entry_id=c.entry_id, entry_version_id=c.key, text=c.text)
+        for c, _, _ in kept
+    ]
+    _, decisions = _builder.explain(hits, [], MAX_BYTES)
+    return [
+        hits[d.index].entry_id
+        for d in decisions
+        if d.family == "memory" and d.outcome in ("taken", "truncated")
+    ]
+
+
+def search_under(
+    q: Captured, mode: str, lexical_k: int = SEARCH_LIMIT, weight: float | None = None
+) -> list[str]:
+    """Entry ids ``search_memory`` (limit 10) returns, best first: ``lexical``, ``hybrid``
+    (``lexical_k`` lexical hits fused) or ``vector`` (the channel alone)."""
+    admission = SEARCH_ADMISSION if weight is None else SEARCH_ADMISSION._replace(weight=weight)
+    if mode == "lexical":
+        return [c.entry_id for c in q.searched_wide[:SEARCH_LIMIT]]
+    if mode == "vector":
+        by_key = {c.key: c for c in q.vector}
+        found = fusion.vector_only(
+            [(c.key, c.similarity) for c in q.vector], admission, SEARCH_LIMIT,
+            lambda k: by_key[str(k)].entry_id.encode(),
+        )  # fmt: skip
+        return [by_key[str(f.key)].entry_id for f in found]
+    hits = fused(q.searched_wide[:lexical_k], q.vector, admission, SEARCH_LIMIT)
+    return [c.entry_id for c, _, _ in hits]
+
+
+def search_quality(rows: Sequence[Captured], ranked: Any) -> tuple[float, float]:
+    """hit@10 and MRR over the rows that expect something."""
+    labelled = [q for q in rows if q.expected]
+    hit = mrr = 0.0
+    for q in labelled:
+        ids = ranked(q)
+        rank = next((i for i, e in enumerate(ids, 1) if e in q.expected), None)
+        hit += rank is not None
+        mrr += 1 / rank if rank else 0.0
+    return hit / len(labelled), mrr / len(labelled)
+
+
+def pack_quality(rows: Sequence[Captured], packed: Any) -> dict[str, float]:
+    """LoCoMo's pack figures (``locomo.py``): pack hit, precision (pooled), items, empty."""
+    hit = items = evidence = empty = 0
+    for q in rows:
+        got = packed(q)
+        shared = sum(e in q.expected for e in got)
+        hit += shared > 0
+        items += len(got)
+        evidence += shared
+        empty += not got
+    n = len(rows)
+    return {"pack_hit": hit / n, "precision": evidence / items if items else 0.0,
+            "items": items / n, "empty": empty / n}  # fmt: skip
+
+
+def dev_rows(rows: Sequence[Captured], packed: Any) -> dict[str, list[int]]:
+    counts = {k: [0, 0] for k in ("short", "long", "unrelated_empty", "paraphrase", "cross")}
+    for q in rows:
+        got = packed(q)
+        if q.kind == "unrelated":
+            key, ok = "unrelated_empty", not got
+        else:
+            ok = bool(q.expected.intersection(got))
+            key = {"paraphrase": "paraphrase", CROSS_LANGUAGE: "cross", LONG_CATEGORY: "long"}.get(
+                q.kind, "short" if q.kind in LEXICAL_SHORT_CATEGORIES else ""
+            )
+        if key:
+            counts[key][0] += ok
+            counts[key][1] += 1
+    return counts
+
+
+def _frac(pair: list[int]) -> str:
+    return f"{pair[0]}/{pair[1]}"
+
+
+def run_cutoff(locomo_rows: list[Captured], dev: list[Captured]) -> dict[str, Any]:
+    report: dict[str, Any] = {"cutoff": [], "hybrid_cutoff": [], "fusion": [], "ceiling": {}}
+    lines = [
+        "| rule | LoCoMo pack hit | precision | items / pack | coding set short / long /"
+        " unrelated `empty` / paraphrase / cross-language |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for rule in cutoff_grid():
+        m = pack_quality(locomo_rows, lambda q, r=rule: pack_under(q, r, False, MEMORY_CANDIDATES))
+        d = dev_rows(dev, lambda q, r=rule: pack_under(q, r, False, MEMORY_CANDIDATES))
+        cells = " / ".join(_frac(d[k]) for k in d)
+        lines.append(
+            f"| {rule.label()} | {m['pack_hit']:.3f} | {m['precision']:.3f} | {m['items']:.2f} |"
+            f" {cells} |"
+        )
+        report["cutoff"].append({"rule": rule._asdict(), **m, **d})
+    print("## Relative cutoff, lexical (LoCoMo dev split; coding dev set)\n")
+    print("\n".join(lines))
+
+    lines = [
+        "| rule | lexical hits fused | LoCoMo pack hit | precision | items / pack | coding set"
+        " short / long / unrelated `empty` / paraphrase / cross-language |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for rule in (BEFORE_CUTOFF, SHIPPED_CUTOFF):
+        for k in (MEMORY_CANDIDATES, WIDE):
+            m = pack_quality(locomo_rows, lambda q, r=rule, k=k: pack_under(q, r, True, k))
+            d = dev_rows(dev, lambda q, r=rule, k=k: pack_under(q, r, True, k))
+            cells = " / ".join(_frac(d[x]) for x in d)
+            lines.append(
+                f"| {rule.label()} | {k} | {m['pack_hit']:.3f} | {m['precision']:.3f} |"
+                f" {m['items']:.2f} | {cells} |"
+            )
+            report["hybrid_cutoff"].append({"rule": rule._asdict(), "lexical_k": k, **m, **d})
+    print("\n## Relative cutoff, hybrid (the local model)\n")
+    print("\n".join(lines))
+
+    lines = [
+        "| search | LoCoMo hit@10 / MRR | coding set hit@10 / MRR |",
+        "| --- | --- | --- |",
+    ]
+    for label, ranked in (
+        ("lexical", lambda q: search_under(q, "lexical")),
+        ("vector alone (search floor)", lambda q: search_under(q, "vector")),
+    ):
+        a, b = search_quality(locomo_rows, ranked), search_quality(dev, ranked)
+        lines.append(f"| {label} | {a[0]:.3f} / {a[1]:.3f} | {b[0]:.3f} / {b[1]:.3f} |")
+        report["fusion"].append({"label": label, "locomo": a, "dev": b})
+    for k in LEXICAL_K:
+        for w in WEIGHTS:
+            ranked = lambda q, k=k, w=w: search_under(q, "hybrid", k, w)  # noqa: E731
+            a, b = search_quality(locomo_rows, ranked), search_quality(dev, ranked)
+            lines.append(
+                f"| hybrid, {k} lexical hits fused, weight {w:g} |"
+                f" {a[0]:.3f} / {a[1]:.3f} | {b[0]:.3f} / {b[1]:.3f} |"
+            )
+            report["fusion"].append({"lexical_k": k, "weight": w, "locomo": a, "dev": b})
+    print("\n## Hybrid search: lexical hits given to the fusion (search limit 10)\n")
+    print("\n".join(lines))
+
+    def found_in(q: Captured, lexical_n: int, vector_n: int) -> bool:
+        ids = {c.entry_id for c in q.searched_wide[:lexical_n]}
+        ids |= {c.entry_id for c in q.vector[:vector_n]}
+        return bool(q.expected.intersection(ids))
+
+    labelled = [q for q in locomo_rows if q.expected]
+    lines = ["| candidates (LoCoMo, search) | evidence among them |", "| --- | --- |"]
+    for lexical_n, vector_n in ((10, 0), (16, 0), (WIDE, 0), (0, 3), (0, 10), (0, 32), (10, 3),
+                                (10, 10), (10, 32), (20, 32), (WIDE, 32)):  # fmt: skip
+        share = sum(found_in(q, lexical_n, vector_n) for q in labelled) / len(labelled)
+        parts = [f"lexical top {lexical_n}" if lexical_n else "",
+                 f"vector top {vector_n}" if vector_n else ""]  # fmt: skip
+        label = " ∪ ".join(p for p in parts if p)
+        lines.append(f"| {label} | {share:.3f} |")
+        report["ceiling"][label] = share
+    print("\n## The shipped model's ceiling on LoCoMo (an oracle that picks from these)\n")
+    print("\n".join(lines))
+    return report
+
+
+def run_cutoff_ddtp(rows: list[Captured]) -> dict[str, Any]:
+    lines = [
+        "| rule | lang | search hit@10 / MRR | pack hit | precision | items / pack |"
+        " held-out non-empty |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    report = []
+    settings = (
+        ("lexical", BEFORE_CUTOFF, MEMORY_CANDIDATES, SEARCH_LIMIT),
+        ("lexical", SHIPPED_CUTOFF, MEMORY_CANDIDATES, SEARCH_LIMIT),
+        ("hybrid", BEFORE_CUTOFF, MEMORY_CANDIDATES, SEARCH_LIMIT),
+        ("hybrid", SHIPPED_CUTOFF, WIDE, 2 * SEARCH_LIMIT),
+    )
+    for mode, rule, pack_k, search_k in settings:
+        hybrid = mode == "hybrid"
+        for lang in ("en", "zh"):
+            loaded = [q for q in rows if q.kind == lang and not q.held_out]
+            held = [q for q in rows if q.kind == lang and q.held_out]
+            a = search_quality(loaded, lambda q, m=mode, k=search_k: search_under(q, m, k))
+            packed = lambda q, r=rule, h=hybrid, k=pack_k: pack_under(q, r, h, k)  # noqa: E731
+            m = pack_quality(loaded, packed)
+            nonempty = sum(bool(packed(q)) for q in held) / len(held)
+            label = f"{mode}, {rule.label()}, {search_k}/{pack_k} lexical hits"
+            lines.append(
+                f"| {label} | {lang} | {a[0]:.3f} / {a[1]:.3f} | {m['pack_hit']:.3f} |"
+                f" {m['precision']:.3f} | {m['items']:.2f} | {nonempty:.3f} |"
+            )
+            report.append(
+                {"label": label, "lang": lang, "search": a, **m, "held_out_nonempty": nonempty}
+            )
+    print("## Debian DDTP: relative cutoff and lexical hits fused\n")
+    print("\n".join(lines))
+    return {"ddtp_cutoff": report}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, default=BENCH_DIR / "data" / "recall_dev.jsonl")
@@ -502,14 +822,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--entries", type=int, default=3000, help="DDTP: entries loaded")
     p.add_argument("--holdout", type=int, default=200, help="DDTP: packages not loaded")
     p.add_argument("--queries", type=int, default=400, help="DDTP: loaded packages queried")
+    p.add_argument("--cutoff", action="store_true",
+                   help="relative cutoff and hybrid's lexical candidates (issue 33)")  # fmt: skip
+    p.add_argument("--locomo", type=Path, default=LOCOMO_DEV,
+                   help="--cutoff: the LoCoMo dev split")  # fmt: skip
     p.add_argument("--json", type=Path, default=None, help="write the numbers as JSON")
     args = p.parse_args(argv)
     started = time.perf_counter()
-    if args.ddtp:
+    if args.cutoff and not args.ddtp:
+        if not args.locomo.is_file():
+            print(f"LoCoMo data not found at {args.locomo}", file=sys.stderr)
+            return 1
+        locomo_rows, dev = capture_locomo(args.locomo), capture_dev(args.data)
+        print(f"captured {len(locomo_rows) + len(dev)} queries in "
+              f"{time.perf_counter() - started:.0f} s\n", file=sys.stderr)  # fmt: skip
+        report = run_cutoff(locomo_rows, dev)
+    elif args.ddtp:
         rows = capture_ddtp(args.lists, args.entries, args.holdout, args.queries)
         print(f"captured {len(rows)} queries in {time.perf_counter() - started:.0f} s\n",
               file=sys.stderr)  # fmt: skip
-        report = run_ddtp(rows)
+        report = run_cutoff_ddtp(rows) if args.cutoff else run_ddtp(rows)
     else:
         rows = capture_dev(args.data)
         print(f"captured {len(rows)} queries in {time.perf_counter() - started:.0f} s\n",

@@ -1,6 +1,6 @@
 """Run every spec 08 benchmark and summarise all budgets in one table (``make bench``).
 
-Why a driver: the budgets are measured by six scripts, some of them twice (P3 with one and two
+Why a driver: the budgets are measured by eleven scripts, some of them twice (P3 with one and two
 worker processes, P6 on seekdb), and a reader wants one answer to "which budgets are met, on
 which machine, when, under what load". Each script still measures and reports on its own; this
 file only runs them as subprocesses with ``--json``, reads the figures and verdicts from their
@@ -15,9 +15,12 @@ work cannot disturb the SQLite figures):
    fixed ``--scope-id``; then again with ``--workers 2`` at the largest size, reusing that home
    and scope, so the two P3 figures come from the same data without loading it twice;
 3. ``hook_latency.py`` (P1, the hook run as ``install`` registers it from a venv holding only
-   the hook kit and the Codex plugin: see :func:`plugin_venv`), ``bootstrap_latency.py`` (P5),
-   ``recall_quality.py`` (Q1), ``locomo.py`` (Q2, LoCoMo dev split in process; not in
-   ``--smoke``, and not a summary row yet: its block carries Q2's verdicts);
+   the hook kit and the Codex plugin: see :func:`plugin_venv`), ``hook_task_result.py`` (T1,
+   issue #31's Stop hook, from the same venv), ``bootstrap_latency.py`` (P5),
+   ``recall_quality.py`` (Q1), ``distill_quality.py`` and ``distill_skills.py`` (D1, D2: issue
+   #31's distillers on the hand-labelled sessions, in process, seconds; no smoke mode),
+   ``locomo.py`` (Q2, LoCoMo dev split in process; not in ``--smoke``, and not a summary row
+   yet: its block carries Q2's verdicts);
 4. a fresh seekdb server (``tools/seekdb.py``) for each of ``prepare_latency.py --database-url
    … --sizes 100000 --bulk-load`` (P6 prepare) and ``write_scaling.py --database-url … --sizes
    1000,100000 --bulk-load`` (P6 remember ratio). Both fill seekdb with ``powercontext import``
@@ -28,7 +31,8 @@ work cannot disturb the SQLite figures):
 
 ``--write-results`` is passed through (each script rewrites its own block of RESULTS.md), then
 the summary block at the top of RESULTS.md is rewritten. ``--smoke`` runs every script in its
-smoke mode (``recall_quality.py`` has none: its full run takes seconds) and the seekdb steps
+smoke mode (``recall_quality.py`` and the two distill scripts have none: their full runs take
+seconds) and the seekdb steps
 too, at even smaller sizes (seekdb starts in ~2 s; its two steps then take ~10 s on a quiet
 machine, far more under load), writes nothing and prints the table, so CI checks that the whole
 chain still works, ``--database-url`` included. The exit code
@@ -204,23 +208,14 @@ def run_sqlite_steps(plan: Plan) -> list[StepResult]:
                 "failed",
             )
         )
-    try:
-        python = plugin_venv(plan.work / "plugin-venv")
-    except (OSError, subprocess.CalledProcessError) as exc:
-        hook = not_run("hook_latency", "hook_latency.py", plan.common,
-                       f"could not build the plugin venv: {exc}", "failed")  # fmt: skip
-    else:
-        # Both transports in the same rounds: the socket (what hooks use) and TCP for comparison.
-        hook = run_step(
-            "hook_latency",
-            "hook_latency.py",
-            [*plan.common, "--python", python, "--transport", "both"],
-        )
+    results += run_hook_steps(plan)
+    # No --smoke in these three: their data is small and their full runs take seconds.
+    full_only = [] if plan.smoke else plan.common
     results += [
-        hook,
         run_step("bootstrap_latency", "bootstrap_latency.py", plan.common),
-        # No --smoke: the committed dev set is small and its full run takes seconds.
-        run_step("recall_quality", "recall_quality.py", [] if plan.smoke else plan.common),
+        run_step("recall_quality", "recall_quality.py", full_only),
+        run_step("distill_quality", "distill_quality.py", full_only),
+        run_step("distill_skills", "distill_skills.py", full_only),
     ]
     if not plan.smoke:
         # Q2 (LoCoMo dev split, ≈ 1 min; skips itself when ../shared/data/locomo is absent).
@@ -228,6 +223,27 @@ def run_sqlite_steps(plan: Plan) -> list[StepResult]:
         # LoCoMo-shaped file instead (tests/bench/test_locomo_smoke.py).
         results.append(run_step("locomo", "locomo.py", plan.common))
     return results
+
+
+def run_hook_steps(plan: Plan) -> list[StepResult]:
+    """P1 (UserPromptSubmit) and T1 (Stop) hooks, both as processes of the plugin venv."""
+    try:
+        python = plugin_venv(plan.work / "plugin-venv")
+    except (OSError, subprocess.CalledProcessError) as exc:
+        why = f"could not build the plugin venv: {exc}"
+        return [
+            not_run("hook_latency", "hook_latency.py", plan.common, why, "failed"),
+            not_run("hook_task_result", "hook_task_result.py", plan.common, why, "failed"),
+        ]
+    return [
+        # Both transports in the same rounds: the socket (what hooks use) and TCP for comparison.
+        run_step(
+            "hook_latency",
+            "hook_latency.py",
+            [*plan.common, "--python", python, "--transport", "both"],
+        ),
+        run_step("hook_task_result", "hook_task_result.py", [*plan.common, "--python", python]),
+    ]
 
 
 def plugin_venv(venv: Path) -> str:
@@ -360,8 +376,9 @@ class Budget:
     notes: str | None = None  # block whose hand-written notes explain a miss (default: section)
 
 
-def script_row(key: str) -> Picker:
-    """A row of a script's own ``budgets`` list (hook_latency, prepare_latency), by its key."""
+def script_row(key: str, where: Callable[[dict[str, Any]], str] | None = None) -> Picker:
+    """A row of a script's own ``budgets`` list (hook_latency, prepare_latency), by its key;
+    ``where`` gives the detail (default: the N of a run not at the budget's)."""
 
     def pick(report: dict[str, Any]) -> Measure:
         row = next((r for r in report["budgets"] if r.get("key") == key), None)
@@ -370,9 +387,17 @@ def script_row(key: str) -> Picker:
         applicable = bool(row["applicable"])
         sizes = report.get("config", {}).get("sizes") or [0]
         detail = "" if applicable else f"measured at **N = {sizes[-1]:,}**"
+        if where is not None:
+            detail = where(report)
         return Measure(float(row["measured"]), row["unit"], bool(row["ok"]), applicable, detail)
 
     return pick
+
+
+def stop_hook_run(report: dict[str, Any]) -> str:
+    """The Stop hook's workload and the load it ran under (the figures move with both)."""
+    config, load = report["config"], report["load_average_1m"]
+    return f"{config['mib']:g} MiB transcript, {config['samples']} runs, load ≤ {load['max']:.1f}"
 
 
 def remember_ratio(report: dict[str, Any]) -> Measure:
@@ -410,6 +435,26 @@ def recall(field_name: str, counts: str, ok: str) -> Picker:
         )
 
     return pick
+
+
+def distill_share(goal: str, hits: str, total: str) -> Picker:
+    """A goal of distill_quality.py (precision, recall) with the script's own verdict."""
+
+    def pick(report: dict[str, Any]) -> Measure:
+        ok = bool(report["goals"][goal]["ok"])
+        detail = f"{report[hits]}/{report[total]}"
+        return Measure(round(report[goal] * 100, 1), "%", ok, True, detail)
+
+    return pick
+
+
+def skills_precision(report: dict[str, Any]) -> Measure:
+    """distill_skills.py's precision at the default minimum (its ``goals``)."""
+    goal = report["goals"]["precision"]
+    if goal["measured"] is None:
+        raise ValueError("no Skill was proposed")
+    detail = f"{goal['correct']}/{goal['proposed']}"
+    return Measure(round(goal["measured"] * 100, 1), "%", bool(goal["ok"]), True, detail)
 
 
 def locomo_target(what: str) -> Picker:
@@ -478,6 +523,19 @@ BUDGETS: tuple[Budget, ...] = (
            "locomo", "locomo", locomo_target("hybrid hit@10")),
     Budget("Q2.hybrid.mrr", "Q2", "LoCoMo dev split, hybrid MRR (at least lexical's)",
            "≥ lexical", "locomo", "locomo", locomo_target("hybrid MRR")),
+    Budget("T1.p50", "T1", "Stop (task-result) hook, whole process, p50, worst host, stub "
+           "runtime (issue #31)", "≤ 80 ms (P1's p50, the aim)", "hook_task_result",
+           "hook-task-result", script_row("hook.wall_p50", stop_hook_run)),
+    Budget("T1.p95", "T1", "Stop (task-result) hook, whole process, p95, worst host",
+           "≤ 2,000 ms (the hook deadline)", "hook_task_result", "hook-task-result",
+           script_row("hook.wall_p95", stop_hook_run)),
+    Budget("D1.precision", "D1", "offline distiller: proposals a reviewer keeps (hand-labelled "
+           "sessions, issue #31)", "≥ 70 %", "distill_quality", "distill-quality",
+           distill_share("precision", "kept", "proposed")),
+    Budget("D1.recall", "D1", "offline distiller: labelled lessons proposed", "≥ 50 %",
+           "distill_quality", "distill-quality", distill_share("recall", "found", "labelled")),
+    Budget("D2.precision", "D2", "Skills proposed from approved Experience: correct / proposed",
+           "≥ 70 %", "distill_skills", "distill-skills", skills_precision),
     Budget("X1.export", "X1", "export, SQLite, slowest of N = 20k and 100k (issue 19)",
            "≥ 5,000 entries/s", PORTABILITY, "portability", script_row("export.rate")),
     Budget("X2.import", "X2", "import of an export, SQLite, slowest of N = 20k and 100k",
@@ -664,7 +722,8 @@ def render_markdown(run: Run, rows: list[dict[str, Any]], links: dict[str, Block
             *steps,
             "- P6 rows: a fresh seekdb (OceanBase kernel) started by `tools/seekdb.py` for each "
             "of its two steps; X rows (issue 19's export/import/migrate budgets): "
-            "`portability.py`, with a seekdb of its own",
+            "`portability.py`, with a seekdb of its own; T and D rows (issue #31): the Stop "
+            "hook's cost and the distillers' precision and recall on hand-labelled sessions",
             "",
             markdown_table(["id", "budget", "target", "measured", "verdict", "details"], table),
             "",

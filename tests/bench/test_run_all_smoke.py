@@ -16,6 +16,7 @@ on noisy machines.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -37,14 +38,19 @@ BUDGET_KEYS = {
     "Q1.short", "Q1.long", "Q1.unrelated",
     "Q2.lexical.hit", "Q2.lexical.pack", "Q2.lexical.precision", "Q2.hybrid.hit",
     "Q2.hybrid.mrr",
+    # Issue #31: the Stop hook's cost (bench/hook_task_result.py) and the distillers' precision
+    # and recall (bench/distill_quality.py, bench/distill_skills.py).
+    "T1.p50", "T1.p95", "D1.precision", "D1.recall", "D2.precision",
     # Issue 19's export/import/migrate budgets (bench/portability.py).
     "X1.export", "X2.import", "X3.migrate", "X4.round-trip",
 }  # fmt: skip
 STEPS = (
     "write_scaling", "prepare_latency", "prepare_latency_2_workers", "hook_latency",
-    "bootstrap_latency", "recall_quality", "prepare_latency_oceanbase", "write_scaling_oceanbase",
-    "portability",
+    "hook_task_result", "bootstrap_latency", "recall_quality", "distill_quality",
+    "distill_skills", "prepare_latency_oceanbase", "write_scaling_oceanbase", "portability",
 )  # fmt: skip
+# Steps whose script has no smoke mode: their full runs take seconds.
+NO_SMOKE_MODE = {"recall_quality", "distill_quality", "distill_skills"}
 HOOK_SERIES = ("hook", "hook_no_capture", "plugin", "hook_env_bytecode")
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
@@ -60,6 +66,12 @@ class SmokeRun(NamedTuple):
         assert found["status"] == "ok", f"{step}: {found['error']}\n{self.stderr[-5000:]}"
         assert isinstance(found["report"], dict)
         return found["report"]
+
+    def python_of(self, step: str) -> str:
+        """The interpreter the driver passed to a step with ``--python``."""
+        command = {s["name"]: s for s in self.summary["steps"]}[step]["command"]
+        args = shlex.split(command)
+        return args[args.index("--python") + 1]
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +110,8 @@ def test_every_spec_budget_gets_a_numeric_measurement_and_a_smoke_verdict(
     assert len(rows) == len(BUDGET_KEYS)
     assert {r["key"] for r in rows} == BUDGET_KEYS
     assert {r["id"] for r in rows} == {
-        "P1", "P2", "P3", "P4", "P5", "P6", "P7", "Q1", "Q2", "X1", "X2", "X3", "X4",
+        "P1", "P2", "P3", "P4", "P5", "P6", "P7", "Q1", "Q2", "T1", "D1", "D2",
+        "X1", "X2", "X3", "X4",
     }  # fmt: skip
     for row in rows:
         if row["id"] == "Q2":  # LoCoMo's data is not in the repository: not in --smoke
@@ -111,7 +124,7 @@ def test_every_spec_budget_gets_a_numeric_measurement_and_a_smoke_verdict(
         assert row["applicable"] is False, row
         assert row["verdict"] == ("(met; smoke run)" if row["ok"] else "(**missed**; smoke run)")
     lines = summary["markdown"].splitlines()
-    table = [line for line in lines if line.startswith(("| P", "| Q1 ", "| Q2 ", "| X"))]
+    table = [line for line in lines if line.startswith(("| P", "| Q", "| T1 ", "| D", "| X"))]
     assert len(table) == len(rows)  # one rendered row per budget, none lost on the way
     assert summary["smoke"] is True
     assert summary["machine"]["cpu_count"]
@@ -124,7 +137,7 @@ def test_every_step_ran_its_smoke_mode_and_the_second_prepare_reused_the_first_s
     assert tuple(steps) == STEPS
     for name, step in steps.items():
         assert "--write-results" not in step["command"]
-        assert "--smoke" in step["command"] or name == "recall_quality"
+        assert ("--smoke" in step["command"]) is (name not in NO_SMOKE_MODE), name
 
     first, second = smoke.report("prepare_latency"), smoke.report("prepare_latency_2_workers")
     assert len(first["sizes"]) >= 2  # the scope grows through the smoke sizes
@@ -225,6 +238,45 @@ def test_hook_latency_times_every_process_and_every_hook_run_is_valid(smoke: Smo
     assert {b["id"] for b in report["budgets"]} == {"P1"}
     assert isinstance(report["overhead_ms"], float)
     assert len(report["load_average_1m"]) == 5
+
+
+def test_the_stop_hook_ran_valid_on_both_hosts_from_the_plugin_venv(smoke: SmokeRun) -> None:
+    report = smoke.report("hook_task_result")
+    # The hook processes run from the venv built for hook_latency, not this dev venv.
+    assert report["config"]["python"] == smoke.python_of("hook_latency") != sys.executable
+    assert set(report["hosts"]) == {"claude-code", "codex"}
+    assert report["pycache_files"] > 0  # the hooks ran from bytecode, like an installed hook
+    for data in report["hosts"].values():
+        # Every run exited 0 with nothing on stdout/stderr and the stub got each record.
+        assert data["invalid_runs"] == 0
+        assert data["transcript_bytes"] >= report["config"]["mib"] * 1024 * 1024
+        assert set(data["series"]) == {"hook", "hook_off", "python", "parse"}
+        for stats in data["series"].values():
+            assert 0 < stats["p50"] <= stats["p95"]
+    worst = {stat: max(d["series"]["hook"][stat] for d in report["hosts"].values())
+             for stat in ("p50", "p95")}  # fmt: skip
+    rows = {row["key"]: row for row in report["budgets"]}
+    assert {key: row["measured"] for key, row in rows.items()} == {
+        "hook.wall_p50": worst["p50"], "hook.wall_p95": worst["p95"],
+    }  # fmt: skip
+    assert not any(row["applicable"] for row in rows.values())  # a 1 MiB smoke transcript
+
+
+def test_the_distill_steps_report_their_goals_over_the_committed_sessions(
+    smoke: SmokeRun,
+) -> None:
+    quality = smoke.report("distill_quality")
+    assert quality["sessions"] >= 30 and quality["labelled"] > 0 and quality["proposed"] > 0
+    assert _fraction(quality["precision"]) == pytest.approx(quality["kept"] / quality["proposed"])
+    assert _fraction(quality["recall"]) == pytest.approx(quality["found"] / quality["labelled"])
+    skills = smoke.report("distill_skills")
+    goal = skills["goals"]["precision"]
+    judged = skills["sweep"][str(skills["min_experiences"])]["approved"]
+    assert (goal["correct"], goal["proposed"]) == (judged["correct"], judged["proposed"])
+    assert _fraction(goal["measured"]) == pytest.approx(goal["correct"] / goal["proposed"])
+    summary = {row["key"]: row for row in smoke.summary["budgets"]}
+    assert summary["D1.precision"]["measured"] == round(100 * quality["precision"], 1)
+    assert summary["D2.precision"]["measured"] == round(100 * goal["measured"], 1)
 
 
 def test_bootstrap_latency_times_new_events_and_replays(smoke: SmokeRun) -> None:

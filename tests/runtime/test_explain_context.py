@@ -241,13 +241,14 @@ CUTOFF_TEXTS = (
 
 
 def test_a_short_prompt_s_pack_leaves_out_hits_far_below_the_best(runtime: Runtime) -> None:
-    """Issue 33: a hit the search admitted but scoring under half the best one is noise in a
-    short prompt's pack; explain names it. A long prompt (several topics) keeps such hits."""
+    """Issue 33: a hit the search admitted but covering under half of what the best one covers
+    is noise in a short prompt's pack; explain names it. A long prompt (several topics) keeps
+    such hits."""
     strong, weak, _ = (remember(runtime, text) for text in CUTOFF_TEXTS)
     short = "when is the staging database reset?"
     found = runtime.memory.find(SCOPE, query_terms(short), 16).hits
-    scores = {hit.entry_id: hit.score for hit in found}
-    assert scores[weak.citation.entry_id] < 0.5 * scores[strong.citation.entry_id]
+    coverage = {hit.entry_id: hit.coverage for hit in found}
+    assert coverage[weak.citation.entry_id] < 0.5 * coverage[strong.citation.entry_id]
     pack = prepare(runtime, query=short)
     cited = [item["citation"]["entry_id"] for item in pack_items(pack.content)]
     assert cited == [strong.citation.entry_id]
@@ -269,8 +270,43 @@ def test_a_short_prompt_s_pack_leaves_out_hits_far_below_the_best(runtime: Runti
         strong.citation.entry_id,
         weak.citation.entry_id,
     ]
-    assert long_found[1].score < 0.5 * long_found[0].score  # kept all the same
+    assert long_found[1].coverage < 0.5 * long_found[0].coverage  # kept all the same
     long_cited = {
         i["citation"]["entry_id"] for i in pack_items(prepare(runtime, query=long).content)
     }
     assert long_cited == {h.entry_id for h in long_found}
+
+
+def test_the_cutoff_compares_what_a_hit_covers_not_its_length_normalised_score(
+    runtime: Runtime,
+) -> None:
+    """A long entry sharing every term of the prompt ranks low (the score divides by length)
+    but covers as much of the prompt as the best hit: the pack keeps it. A short entry ranked
+    above it that shares one term is left out, so the pack is not a prefix of the search."""
+    strong, weak, _ = (remember(runtime, text) for text in CUTOFF_TEXTS)
+    runbook = remember(
+        runtime,
+        "Staging database reset runbook: "
+        + " ".join(
+            f"step {n} check the replica lag, the backup age and the schema version before going on"
+            for n in range(1, 17)
+        ),
+    )
+    short = "when is the staging database reset?"
+    found = runtime.memory.find(SCOPE, query_terms(short), 16).hits
+    by_id = {hit.entry_id: hit for hit in found}
+    best, long_one, one_term = (
+        by_id[e.citation.entry_id] for e in (strong, runbook, weak)
+    )  # fmt: skip
+    assert [h.entry_id for h in found] == [best.entry_id, one_term.entry_id, long_one.entry_id]
+    assert long_one.score < 0.5 * best.score  # a cutoff on the score would drop it
+    assert long_one.coverage == best.coverage
+    assert one_term.coverage < 0.5 * best.coverage
+    pack = prepare(runtime, query=short)
+    cited = [item["citation"]["entry_id"] for item in pack_items(pack.content)]
+    assert cited == [best.entry_id, long_one.entry_id]
+    why = explained(runtime, query=short)
+    assert why.pack.content == pack.content
+    outcomes = {c.citation.get("entry_id"): c.outcome for c in why.candidates}
+    assert outcomes[one_term.entry_id] == "below_relative_cutoff"
+    assert outcomes[long_one.entry_id] == "taken"

@@ -238,6 +238,22 @@ def test_better_matches_rank_first_and_scores_stay_in_range() -> None:
     assert all(0 <= r.score <= 1 for r in ranked)
 
 
+def test_coverage_ignores_length_where_the_score_divides_by_it() -> None:
+    """Issue 33: two entries sharing the same terms with the prompt cover the same share of it
+    whatever their length; the longer one only ranks lower."""
+    short = "Integration tests need Postgres and Redis."
+    long = short + " " + " ".join(f"Note {n}: the compose file pins both images." for n in range(9))
+    n, frequencies, docs = _scope([*PROJECT, short, long])
+    terms = query_terms("integration tests postgres redis")
+    plan = plan_query(terms, n, {t: frequencies[t] for t in terms if t in frequencies})
+    assert plan is not None
+    by_row = {r.rowid: r for r in rank(plan, docs)}
+    first, second = by_row[len(PROJECT) + 1], by_row[len(PROJECT) + 2]
+    assert second.score < first.score
+    assert second.coverage == first.coverage == 1.0
+    assert all(0 <= r.coverage <= 1 for r in by_row.values())
+
+
 def test_planning_is_deterministic() -> None:
     n, frequencies, _ = _scope(PROJECT)
     terms = query_terms(TRAVEL + " tenant_factory 登录流程")
@@ -250,8 +266,10 @@ def test_planning_is_deterministic() -> None:
 
 def _reference_scores(
     plan: QueryPlan, documents: list[tuple[int, list[str]]]
-) -> list[tuple[int, float]]:
-    """The ranking written plainly over whole term sequences (tf by counting, length by len)."""
+) -> list[tuple[int, float, float]]:
+    """The ranking written plainly over whole term sequences (tf by counting, length by len),
+    with each hit's coverage: the share of the query's weight among its terms, whatever its
+    length or repeats."""
     admitted_rows = []
     for rowid, terms in documents:
         present = set(plan.weights) & set(terms)
@@ -263,7 +281,10 @@ def _reference_scores(
         weighted = math.fsum(
             plan.weights[t] * terms.count(t) / (terms.count(t) + length_factor) for t in present
         )
-        admitted_rows.append((rowid, round(min(1.0, weighted / plan.total_weight), 6)))
+        covered = math.fsum(plan.weights[t] for t in present) / plan.total_weight
+        admitted_rows.append(
+            (rowid, round(min(1.0, weighted / plan.total_weight), 6), round(min(1.0, covered), 6))
+        )
     return sorted(admitted_rows, key=lambda item: -item[1])
 
 
@@ -293,7 +314,7 @@ def test_ranking_from_distinct_terms_and_repeats_equals_ranking_whole_documents(
     if plan is None:
         return
     ranked = rank(plan, [document(rowid, terms) for rowid, terms in numbered])
-    assert [(r.rowid, r.score) for r in ranked] == _reference_scores(plan, numbered)
+    assert [(r.rowid, r.score, r.coverage) for r in ranked] == _reference_scores(plan, numbered)
 
 
 def test_the_vocabulary_file_is_what_its_generator_writes() -> None:

@@ -305,6 +305,34 @@ def test_a_pack_admits_one_vector_only_item_where_a_search_admits_all(
         other.close()
 
 
+def test_a_hybrid_search_fuses_lexical_hits_ranked_past_its_limit(semantic: Runtime) -> None:
+    """Issue 33: the lexical channel offers the fusion twice the limit, like the vector channel,
+    so a lexical hit ranked just past the limit whose cosine is strong can make it. With only
+    the lexical top ``limit`` fused, the checklist (ranked 3rd by the lexical channel: it is
+    the longest) came back as a vector-only candidate scoring only its cosine's share."""
+    for text in ("Kubernetes node pools autoscale", "Kubernetes ingress rules"):
+        _remember(semantic, text)
+    checklist = "Kubernetes upgrade checklist: read the changelog, then bump the chart"
+    _remember(semantic, checklist)
+    assert semantic.semantic is not None
+    semantic.semantic.embed_pending()
+    query = "kubernetes release"  # the release topic: only the checklist's changelog has it
+
+    def search(mode: str, limit: int):  # type: ignore[no-untyped-def]
+        request = SearchMemoryRequest(scope_id=SCOPE, query=query, mode=mode, limit=limit)
+        return semantic.memory.search(request)
+
+    lexical = search("fts", 3).hits
+    assert [h.text for h in lexical][2] == checklist
+    assert checklist not in [h.text for h in search("fts", 2).hits]
+    fused = search("hybrid", 2)
+    assert fused.mode == "hybrid"
+    assert len(fused.hits) == 2
+    assert (fused.hits[0].text, fused.hits[0].matched_by) == (checklist, "fts+vector")
+    # Its lexical score plus at most 0.25 × (1 − the 0.5 floor): found by both channels.
+    assert lexical[2].score < fused.hits[0].score <= lexical[2].score + 0.125
+
+
 # -- fallback: the embedder down or slow ----------------------------------------------------
 
 

@@ -127,8 +127,15 @@ class QueryPlan:
 
 
 class Ranked(NamedTuple):
+    """An admitted candidate: its rank ``score`` (0..1) and its ``coverage``, the share of the
+    query's term weight it contains (0..1). The score divides by the entry's length, as BM25
+    does, so that of two entries sharing the same terms the shorter ranks first; coverage does
+    not: it says how much of the question an entry answers to, which a pack's admission
+    compares (issue 33, docs/decisions/pack-admission.md)."""
+
     rowid: int
     score: float
+    coverage: float = 1.0
 
 
 class Assessed(NamedTuple):
@@ -368,6 +375,7 @@ def rank(
         length = len(terms) + len(repeats)
         length_factor = _K1 * (1.0 - _B + _B * (length / _TYPICAL_TERMS))
         repeated = present.intersection(repeats) if repeats else None
+        shared = fsum(map(weight, present))
         if repeated:
             weighted = fsum(map(weight, present.difference(repeated))) / (
                 1.0 + length_factor
@@ -376,9 +384,9 @@ def rank(
                 for t in repeated
             ])  # fmt: skip
         else:  # every matched tf is 1: the common case, one sum
-            weighted = fsum(map(weight, present)) / (1.0 + length_factor)
+            weighted = shared / (1.0 + length_factor)
         score = round(min(1.0, weighted / total), 6)
-        admitted.append(Ranked(rowid, score))
+        admitted.append(Ranked(rowid, score, round(min(1.0, shared / total), 6)))
         if trace is not None:
             trace.append(_assessed(plan, rowid, present, score))
     admitted.sort(key=_by_score)

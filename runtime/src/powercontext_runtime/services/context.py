@@ -48,26 +48,32 @@ class Prepared(NamedTuple):
 
 MEMORY_CANDIDATES = 16
 EXPERIENCE_CANDIDATES = 8
-#: A short prompt's pack keeps only the memory hits scoring at least this share of its best
-#: one: items far below the best are noise that fills the pack, not evidence (issue 33).
-#: Calibrated on the LoCoMo dev split and the coding dev set (docs/decisions/pack-admission.md):
-#: at 0.5 LoCoMo packs go from 7.0 to 4.7 items, precision 0.106 -> 0.146, pack hit 0.668 ->
-#: 0.629; the coding dev set keeps its budget rows (short 119/120, long 26/26) and loses 2 of
-#: 40 weak cross-language matches.
+#: A short prompt's pack keeps only the memory hits covering at least this share of what the
+#: best-covering hit covers (coverage: the share of the prompt's term weight an entry contains,
+#: plus the cosine's bonus with the semantic channel on): items far below the best are noise
+#: that fills the pack, not evidence (issue 33). Coverage, not the rank score: the score divides
+#: by the entry's length, which orders entries sharing the same terms but says nothing about
+#: whether a longer one is evidence. Calibrated on the LoCoMo dev split and the coding dev set
+#: (docs/decisions/pack-admission.md): at 0.5 LoCoMo packs go from 7.0 to 4.7 items, precision
+#: 0.106 -> 0.151, pack hit 0.668 -> 0.636; the coding dev set keeps its budget rows.
 RELATIVE_CUTOFF = 0.5
 #: Prompts with more analysed terms than this are about several things at once: each part's
-#: entries score against the whole prompt, far below the best part's, and are kept.
+#: entries cover a small share of the whole prompt, far below the best part's, and are kept.
 RELATIVE_CUTOFF_MAX_TERMS = 20
 
 
-def above_relative_cutoff(hits: list[FoundEntry], term_count: int) -> int:
-    """How many of ``hits`` (best first) a pack may take: those scoring at least
-    :data:`RELATIVE_CUTOFF` of the best, for a prompt of at most
-    :data:`RELATIVE_CUTOFF_MAX_TERMS` terms; all of them for a longer one."""
+def relative_cutoff(
+    hits: list[FoundEntry], term_count: int
+) -> tuple[list[FoundEntry], list[FoundEntry]]:
+    """``hits`` (best first) split into those a pack may take and those it leaves out, each in
+    search order: for a prompt of at most :data:`RELATIVE_CUTOFF_MAX_TERMS` terms, a hit is
+    taken when its coverage reaches :data:`RELATIVE_CUTOFF` of the best coverage; for a longer
+    one, every hit is."""
     if term_count > RELATIVE_CUTOFF_MAX_TERMS or not hits:
-        return len(hits)
-    floor = RELATIVE_CUTOFF * max(hit.score for hit in hits)
-    return sum(1 for hit in hits if hit.score >= floor)
+        return hits, []
+    floor = RELATIVE_CUTOFF * max(hit.coverage for hit in hits)
+    kept = [hit for hit in hits if hit.coverage >= floor]
+    return kept, [hit for hit in hits if hit.coverage < floor]
 
 
 @dataclass
@@ -166,7 +172,7 @@ class ContextService:
             )
             for found in approved
         ]
-        kept = above_relative_cutoff(result.hits, len(terms))
+        kept, cut = relative_cutoff(result.hits, len(terms))
         hits = [
             MemoryHit(
                 revision=result.head,
@@ -174,15 +180,15 @@ class ContextService:
                 entry_version_id=hit.entry_version_id,
                 text=hit.text,
             )
-            for hit in result.hits[:kept]
+            for hit in kept
         ]
         if trace is None:
             pack = self._builder.build(hits, experience, req.max_bytes)
         else:  # the same loop, keeping its decision for each hit
             pack, trace.decisions = self._builder.explain(hits, experience, req.max_bytes)
             trace.head, trace.delivered = result.head, delivered
-            trace.memory_hits, trace.experience_hits = result.hits[:kept], approved
-            trace.memory_cut = result.hits[kept:]
+            trace.memory_hits, trace.experience_hits = kept, approved
+            trace.memory_cut = cut
         if pack.status == "ready":
             return pack, ""
         if hits or experience:

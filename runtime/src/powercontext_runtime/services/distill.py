@@ -62,11 +62,11 @@ from ..distill.errors import DistillerUnavailable
 from ..distill.offline import Lesson, TaskInput, propose_lessons
 from ..distill.skills import ApprovedExperienceView, SkillLesson, propose_skills
 from ..errors import ConflictError, InvalidRequestError, NotFoundError
-from ..files import write_private_file
 from ..store.database import Database
 from ..store.review import DISTILL_MATCH_CHANGED, ReviewStore, signature_digest
 from ..store.schema import artifact_heads, source_heads, sources
 from ..store.task_results import TASK_RESULT
+from .background import BackgroundWorker
 
 __all__ = [
     "OUTCOMES",
@@ -608,77 +608,40 @@ def read_distill_state(path: Path) -> DistillState | None:
     return state
 
 
-class DistillWorker:
-    """The background thread that runs :meth:`DistillService.run_round`, like the embedding
-    worker: every ``interval`` seconds or when a local ``record_task_result`` wakes it, again at
-    once while rounds come back full, and with a doubling back-off (up to a minute) while a
-    round raises (the database is away). A failure is logged by exception type only."""
+class DistillWorker(BackgroundWorker):
+    """The background thread that runs :meth:`DistillService.run_round` (the loop shared with
+    the embedding worker, :mod:`.background`): every ``interval`` seconds or when a local
+    ``record_task_result`` wakes it, again at once while rounds come back full, and with a
+    doubling back-off (up to a minute) while a round raises (the database is away). A failure
+    is logged by exception type only."""
 
-    MAX_BACKOFF = 60.0
+    THREAD_NAME = "powercontext-distill"
+    LOG = _log
+    FAILED_EVENT = "distill_round_failed"
+    UNWRITTEN_EVENT = "distill_state_unwritten"
+    PUBLISH_SECONDS = STATE_PUBLISH_SECONDS
 
     def __init__(
         self, service: DistillService, interval: float = INTERVAL, *, state_file: Path | None = None
     ) -> None:
         self.state: DistillState | None = None
         self._service = service
-        self._interval = interval
-        self._state_file = state_file
-        self._published: tuple[str, str | None, float, dict[str, int]] | None = None
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="powercontext-distill", daemon=True)
+        super().__init__(interval, state_file)
 
-    def start(self) -> None:
-        if self._state_file is not None:  # a previous run's: not this worker's state
-            self._state_file.unlink(missing_ok=True)
-        self._thread.start()
+    def _round(self) -> float:
+        read = self._service.run_round()
+        if read:
+            _log.info("task_results_distilled", extra={"count": read})
+        full = read >= TASKS_PER_ROUND
+        self._record("distilling" if full else "idle", None)
+        return 0.0 if full else self._interval
 
-    def wake(self) -> None:
-        self._wake.set()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout=self._interval + 30)
-
-    def _run(self) -> None:
-        delay = 0.0  # a first round at start: catch up with what was recorded while down
-        while not self._stop.is_set():
-            if self._wake.wait(delay):
-                self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                read = self._service.run_round()
-            except Exception as exc:  # keep the loop alive; log the type only
-                _log.warning("distill_round_failed", extra={"error_type": type(exc).__name__})
-                self._record("failing", type(exc).__name__)
-                delay = min(max(delay * 2, self._interval), self.MAX_BACKOFF)
-                continue
-            if read:
-                _log.info("task_results_distilled", extra={"count": read})
-            full = read >= TASKS_PER_ROUND
-            self._record("distilling" if full else "idle", None)
-            delay = 0.0 if full else self._interval
+    def _failed(self, error_type: str) -> None:
+        self._record("failing", error_type)
 
     def _record(self, state: Literal["idle", "distilling", "failing"], error: str | None) -> None:
-        """Keep the round's outcome and publish it to the state file on a change of state or
-        error kind at once, a change of counts at most every ``STATE_PUBLISH_SECONDS``."""
-        now = time.time()
+        """Keep the round's outcome and publish it: a change of state or error kind at once, a
+        change of counts at most every ``STATE_PUBLISH_SECONDS``."""
         counts = {f"{d}/{o}": n for (d, o), n in sorted(self._service.counts().items())}
-        self.state = DistillState(state, error, now, counts)
-        if self._state_file is None:
-            return
-        published = self._published
-        if (
-            published is not None
-            and published[:2] == (state, error)
-            and (published[3] == counts or now - published[2] < STATE_PUBLISH_SECONDS)
-        ):
-            return
-        try:
-            write_private_file(self._state_file, json.dumps(self.state._asdict()))
-        except OSError as exc:  # /metrics then shows older counts; never the loop's end
-            _log.warning("distill_state_unwritten", extra={"error_type": type(exc).__name__})
-            return
-        self._published = (state, error, now, counts)
+        self.state = DistillState(state, error, time.time(), counts)
+        self._publish(self.state, counts)

@@ -27,13 +27,13 @@ from sqlalchemy import Connection, func, select, text
 
 from ..contract.system import EmbeddingStatus
 from ..embeddings import Embedder, EmbeddingTimeoutError, EmbeddingUnavailableError
-from ..files import write_private_file
 from ..search.fusion import Admission
 from ..store._records import iso_time, json_listed
 from ..store._sqlite import sqlite_driver
 from ..store.database import Database
 from ..store.schema import memory_versions
 from ..store.vectors import PendingVersion, Prior, VectorStore
+from .background import BackgroundWorker
 
 if TYPE_CHECKING:
     import numpy as np
@@ -516,15 +516,20 @@ def read_worker_state(path: Path) -> WorkerState | None:
     return state
 
 
-class EmbeddingWorker:
+class EmbeddingWorker(BackgroundWorker):
     """The background thread that drains the embedding queue.
 
     It runs in the serving process (the supervisor with several workers, like the other
     background jobs), wakes every ``interval`` seconds or when a local write calls
-    :meth:`wake`, and backs off (doubling, up to a minute) while the embedder fails. A failing
-    round is logged by exception type only."""
+    :meth:`wake`, and backs off (doubling, up to a minute) while the embedder fails (the loop
+    shared with the distill worker, :mod:`.background`). A failing round is logged by
+    exception type only."""
 
-    MAX_BACKOFF = 60.0
+    THREAD_NAME = "powercontext-embed"
+    LOG = _log
+    FAILED_EVENT = "memory_embedding_failed"
+    UNWRITTEN_EVENT = "embedding_state_unwritten"
+    PUBLISH_SECONDS = STATE_PUBLISH_SECONDS
 
     def __init__(
         self,
@@ -539,84 +544,44 @@ class EmbeddingWorker:
         self.event = "memory_embedded"
         #: The last round's outcome (None before the first one ends).
         self.state: WorkerState | None = None
-        self._state_file = state_file
-        self._published: tuple[str, str | None, float] | None = None
         self._channel = channel
-        self._interval = interval
         self._quiet = quiet
         self._max_defer = max_defer
         self._rebuild_after = rebuild_after
         self._written = 0  # vectors written since the last rebuild was asked for
         self._rebuilding: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="powercontext-embed", daemon=True)
+        super().__init__(interval, state_file)
 
-    def start(self) -> None:
-        if self._state_file is not None:  # a previous run's: not this worker's state
-            self._state_file.unlink(missing_ok=True)
-        self._thread.start()
+    def _woken(self) -> None:
+        self._until_writes_pause()
 
-    def wake(self) -> None:
-        self._wake.set()
+    def _round(self) -> float:
+        started = time.monotonic()
+        count = self._channel.embed_pending()
+        if count:
+            _log.info(
+                self.event,
+                extra={
+                    "count": count,
+                    "duration_ms": round((time.monotonic() - started) * 1000, 1),
+                },
+            )
+        # A full round means more is queued: go again at once.
+        drained = count < BATCH * 8
+        self._record("idle" if drained else "embedding", None)
+        self._written += count
+        if drained and self._written >= self._rebuild_after:
+            self._start_rebuild()
+        return self._interval if drained else 0.0
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout=self._interval + 30)
-
-    def _run(self) -> None:
-        delay = 0.0  # a first round at start: catch up with what was written while down
-        while not self._stop.is_set():
-            if self._wake.wait(delay):
-                self._wake.clear()
-                self._until_writes_pause()
-            if self._stop.is_set():
-                return
-            started = time.monotonic()
-            try:
-                count = self._channel.embed_pending()
-            except Exception as exc:  # keep the loop alive; log the type only
-                _log.warning("memory_embedding_failed", extra={"error_type": type(exc).__name__})
-                self._record("failing", type(exc).__name__)
-                delay = min(max(delay * 2, self._interval), self.MAX_BACKOFF)
-                continue
-            if count:
-                _log.info(
-                    self.event,
-                    extra={
-                        "count": count,
-                        "duration_ms": round((time.monotonic() - started) * 1000, 1),
-                    },
-                )
-            # A full round means more is queued: go again at once.
-            drained = count < BATCH * 8
-            self._record("idle" if drained else "embedding", None)
-            delay = self._interval if drained else 0.0
-            self._written += count
-            if drained and self._written >= self._rebuild_after:
-                self._start_rebuild()
+    def _failed(self, error_type: str) -> None:
+        self._record("failing", error_type)
 
     def _record(self, state: Literal["idle", "embedding", "failing"], error: str | None) -> None:
         """Keep the round's outcome, and publish it to the state file on a change of state
         or error kind, else at most every ``STATE_PUBLISH_SECONDS`` (rounds run per write)."""
-        now = time.time()
-        self.state = WorkerState(state, error, now)
-        if self._state_file is None:
-            return
-        published = self._published
-        if (
-            published is not None
-            and published[:2] == (state, error)
-            and now - published[2] < STATE_PUBLISH_SECONDS
-        ):
-            return
-        try:
-            write_private_file(self._state_file, json.dumps(self.state._asdict()))
-        except OSError as exc:  # the surfaces then show an older state; never the loop's end
-            _log.warning("embedding_state_unwritten", extra={"error_type": type(exc).__name__})
-            return
-        self._published = (state, error, now)
+        self.state = WorkerState(state, error, time.time())
+        self._publish(self.state)
 
     def _start_rebuild(self) -> None:
         """Rebuild the server's index in a thread of its own (it may take many minutes at

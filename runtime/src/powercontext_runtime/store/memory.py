@@ -121,6 +121,10 @@ class FoundEntry(NamedTuple):
     score: float
     #: Which channel found it: ``fts``, or with the semantic channel ``vector``/``fts+vector``.
     matched_by: str = "fts"
+    #: How much of the query the entry answers to, which a pack's relative cutoff compares: the
+    #: share of the query's term weight it contains (:class:`~..search.scoring.Ranked`), plus
+    #: the cosine's bonus when the semantic channel found it too (0 + bonus: vector only).
+    coverage: float = 0.0
 
 
 class SearchResult(NamedTuple):
@@ -506,7 +510,9 @@ class MemoryStore:
         return SearchResult(
             head,
             [
-                FoundEntry(rows[r.rowid][2], rows[r.rowid][3], rows[r.rowid][4], r.score)
+                FoundEntry(
+                    rows[r.rowid][2], rows[r.rowid][3], rows[r.rowid][4], r.score, "fts", r.coverage
+                )
                 for r in ordered
             ],
         )
