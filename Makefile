@@ -45,9 +45,14 @@ run: install
 	@echo '    export PATH="$(CURDIR)/$(BIN):$$PATH"'
 	$(BIN)/powercontext serve
 
+# Two pytest workers (TEST_WORKERS=0 runs in one process): the suite spends much of its time
+# waiting on real daemons, host CLIs and seekdb, so two workers on two cores cut CI nearly in
+# half. Tests are handed out by file, and every test that needs the seekdb server runs on one
+# worker (tests/conftest.py), so one server starts and module fixtures are set up once.
+TEST_WORKERS ?= 2
 test: dev-install browser
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: dev-install
 	$(BIN)/ruff check .

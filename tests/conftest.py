@@ -30,6 +30,22 @@ _ISOLATION = isolate()  # before any test module is imported: subprocesses inher
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     mark_backend_items(items)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
+
+
+def _worker_group(item: pytest.Item) -> str:
+    """Which tests run on one worker under ``make test`` (``-n 2 --dist loadgroup``).
+
+    A file's tests stay together, so its module fixtures (daemons, browsers, host users) are
+    set up once; every test that reaches the seekdb server, whatever its file, joins one
+    group, so the run starts one server and fixed database names never meet on two workers.
+    """
+    if item.get_closest_marker("oceanbase") or "oceanbase_server_url" in getattr(
+        item, "fixturenames", ()
+    ):
+        return "oceanbase"
+    return item.nodeid.split("::", 1)[0]
 
 
 @pytest.fixture(scope="session", autouse=True)
