@@ -144,7 +144,22 @@ def test_flags_changed_without_file_changes() -> None:
     [lesson] = propose_lessons(REF, task(*checks))
     assert lesson.rule == "flags-changed"
     assert lesson.signature == "flags-changed|cargo test|+--all-features|-"
-    assert "`--all-features`" in lesson.lesson
+    assert lesson.lesson.startswith(
+        "Run `cargo test --all-features`, not `cargo test`: that fails with"
+    )
+
+
+def test_flags_changed_shows_the_commands_as_typed() -> None:
+    """Not the command's key, which drops `run` from `npm run build`."""
+    checks = (
+        fail("npm run build", "Error: error:0308010C:digital envelope routines::unsupported"),
+        ok("npm run build -- --openssl-legacy-provider"),
+    )
+    lessons = [lesson for lesson in propose_lessons(REF, task(*checks))]
+    assert [lesson.rule for lesson in lessons] == ["flags-changed"]
+    assert lessons[0].lesson.startswith(
+        "Run `npm run build -- --openssl-legacy-provider`, not `npm run build`:"
+    )
 
 
 def test_flags_changed_with_changes_only_for_command_line_failures() -> None:

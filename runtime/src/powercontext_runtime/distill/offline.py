@@ -532,9 +532,11 @@ def _flags_changed(
         situation=f"{_show(failed.command)} failed: {failure.describe()}.",
         action=f"Ran it {how}: {_show(passed.command)}.",
         outcome=f"{_show(passed.command)} succeeded, with no file changed in between.",
+        # The commands as typed, not their keys: a key drops words (`npm run build` → `npm
+        # build`) that a reader would type.
         lesson=(
-            f"Run `{failed.command.key}` {how} ({_show(passed.command)}); "
-            f"otherwise it fails with {failure.describe()}."
+            f"Run {_show(passed.command)}, not {_show(failed.command)}: that fails with "
+            f"{failure.describe()}."
         ),
         task_ref=task_ref,
     )
