@@ -474,7 +474,15 @@ def test_progress_counts_pending_down_to_zero_as_the_worker_catches_up(
     assert worker is not None
     worker.start()
     try:
-        _wait_for(lambda: semantic.embedding_status().pending == 0, seconds=60)
+        # The vectors are committed inside the round and its state is published after it, so
+        # a status read in between shows pending 0 with no round yet: wait for both.
+        _wait_for(
+            lambda: (
+                (status := semantic.embedding_status()).pending == 0
+                and status.last_round is not None
+            ),
+            seconds=60,
+        )
         done = semantic.embedding_status()
         assert (done.state, done.vectors, done.error) == ("idle", 5, None)
         assert done.last_round is not None
