@@ -243,7 +243,7 @@ def _index_state(backend: str, database_url: str) -> dict[str, list[tuple[Any, .
         }
     else:
         documents = {
-            family: f"SELECT id, scope_id, terms FROM {family}_search"
+            family: f"SELECT id, scope_id, terms, tokens FROM {family}_scoped_search"
             for family in ("memory", "experience")
         }
     engine = create_engine(database_url, poolclass=NullPool)

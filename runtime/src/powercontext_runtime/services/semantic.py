@@ -203,8 +203,10 @@ class SemanticChannel:
     # -- the query path --------------------------------------------------------------------
 
     def snapshot(self) -> AbstractContextManager[Connection]:
-        """A read snapshot (joins the caller's open one, as every nested read does)."""
-        return self._db.read()
+        """A search's read snapshot (joins the caller's open one, as every nested read
+        does): :meth:`Database.search_read`, whose statements have the prompt path's
+        deadline on OceanBase."""
+        return self._db.search_read()
 
     def start_query(self, query: str, scope_id: str | None = None, k: int = 0) -> PendingQuery:
         """Start embedding the query (and, with ``scope_id``, searching that scope's loaded

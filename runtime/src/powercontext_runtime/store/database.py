@@ -66,6 +66,14 @@ process holds it (a long ``reindex``), and the caller is better told to retry.""
 PROMPT_BUSY_TIMEOUT_SECONDS = 1.0
 """The same for the prompt connection: it runs on the event loop, where a wait stalls every
 request, and the hook that asked gives up after 2 s anyway."""
+PROMPT_STATEMENT_TIMEOUT_SECONDS = 1.0
+"""How long one statement of the prompt path and of a search may run on OceanBase before the
+server cancels it (``ob_query_timeout`` of those connections; the server's default is 10 s).
+The hook that asked gives up after 2 s: a statement still running at 1 s answers nothing in
+time, so the caller gets a typed ``503`` at once and the server stops spending CPU on it."""
+PROMPT_POOL_CONNECTIONS = 40
+"""Connections the OceanBase prompt pool may open: as many as the server's worker threads
+(AnyIO's default 40), so a prompt never waits for a connection another one holds."""
 _MIN_FREE_BYTES = 1 << 20  # below this the disk of an SQLite file counts as full
 
 # MySQL-protocol errors worth one more attempt of an idempotent transaction: deadlock,
@@ -186,14 +194,28 @@ class Database:
                 if _sqlite_file(url)
                 else self.engine
             )
+            # Searches keep the pooled connections: the prompt connection stays the event
+            # loop's (a search runs on a worker thread and would take it from a prompt).
+            self._search_engine = self._read_engine
         elif parsed.get_backend_name() == "mysql":
             self.backend = "oceanbase"
-            # Two pools whose connections keep their isolation level for life: switching one
+            # Pools whose connections keep their isolation level for life: switching one
             # connection per transaction (SET … and a reset when it returns to the pool) cost
             # a prepare on OceanBase several extra round trips.
             self.engine = _mysql_engine(url, "READ COMMITTED", echo=echo)
             self._read_engine = _mysql_engine(url, "REPEATABLE READ", echo=echo)
-            self._prompt_engine = self._read_engine
+            # The prompt path's and the searches' own pool: the server cancels its statements
+            # after PROMPT_STATEMENT_TIMEOUT_SECONDS, and a wait for one of its connections is
+            # as short as for SQLite's prompt connection.
+            self._prompt_engine = _mysql_engine(
+                url,
+                "REPEATABLE READ",
+                echo=echo,
+                statement_timeout=PROMPT_STATEMENT_TIMEOUT_SECONDS,
+                pool_timeout=PROMPT_BUSY_TIMEOUT_SECONDS,
+                connections=PROMPT_POOL_CONNECTIONS,
+            )
+            self._search_engine = self._prompt_engine
         else:
             raise ValueError("database URL must be sqlite:/// or mysql+pymysql://")
         self.fulltext = fulltext.for_backend(self.backend)
@@ -359,9 +381,22 @@ class Database:
         pages (candidate documents, postings, term frequencies); with SQLite's default 2 MiB
         cache each one missing was a ``pread`` system call, about a fifth of a prepare's CPU
         at 100k entries, and a pooled connection's cache was cooled by whatever else used it.
-        Elsewhere it is :meth:`read`.
+        On OceanBase it uses a pool of its own whose statements the server cancels after
+        :data:`PROMPT_STATEMENT_TIMEOUT_SECONDS` (a typed 503 instead of a wait of up to the
+        server's 10 s). An in-memory SQLite database has one connection: there it is
+        :meth:`read`.
         """
         with self._snapshot(self._prompt_engine) as conn:
+            yield conn
+
+    @contextmanager
+    def search_read(self) -> Iterator[Connection]:
+        """:meth:`read` for a search an agent waits for (``search_memory`` and its semantic
+        candidates, ``search_experience``). On OceanBase it runs on the prompt path's
+        connections, whose statements the server cancels after
+        :data:`PROMPT_STATEMENT_TIMEOUT_SECONDS` (a typed 503); on SQLite it is :meth:`read`.
+        Nested in :meth:`prompt_read` (a prepare's searches), it shares that snapshot."""
+        with self._snapshot(self._search_engine) as conn:
             yield conn
 
     @contextmanager
@@ -527,20 +562,42 @@ def _mysql_code(exc: BaseException) -> int | None:
     return args[0] if args and isinstance(args[0], int) else None
 
 
-def _mysql_engine(url: str, isolation_level: str, *, echo: bool) -> Engine:
-    return create_engine(
+def _mysql_engine(
+    url: str,
+    isolation_level: str,
+    *,
+    echo: bool,
+    statement_timeout: float | None = None,
+    pool_timeout: float = BUSY_TIMEOUT_SECONDS,
+    connections: int = 16,
+) -> Engine:
+    """A pool of OceanBase connections; with ``statement_timeout`` (seconds) the server
+    cancels any of their statements that runs longer (``ob_query_timeout``; error 4012, a 503
+    like every storage failure: docs/decisions/oceanbase-fulltext.md)."""
+    engine = create_engine(
         url,
         echo=echo,
         pool_pre_ping=True,
         pool_size=8,
-        max_overflow=8,
-        pool_timeout=BUSY_TIMEOUT_SECONDS,
+        max_overflow=connections - 8,
+        pool_timeout=pool_timeout,
         pool_recycle=3600,
         isolation_level=isolation_level,
         # Every use ends its own transaction (``with conn.begin()``; a Connection that closes
         # inside one rolls it back), so the pool's extra ROLLBACK on return is a wasted trip.
         pool_reset_on_return=None,
     )
+    if statement_timeout is not None:
+        microseconds = max(1, round(statement_timeout * 1_000_000))
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+            # Once per connection, not per statement: a ``QUERY_TIMEOUT`` hint would change
+            # every statement's text, and a SET at each checkout would cost a round trip.
+            with dbapi_connection.cursor() as cursor:
+                cursor.execute(f"SET SESSION ob_query_timeout = {microseconds}")
+
+    return engine
 
 
 def _sqlite_file(url: str) -> bool:

@@ -201,23 +201,30 @@ def _clear_frequencies(conn: Connection, family: IndexedFamily) -> None:
     conn.execute(delete(search_terms).where(search_terms.c.family == family))
 
 
-# -- SQLite: FTS5 --------------------------------------------------------------------------
+# -- scope-prefixed tokens (shared) ---------------------------------------------------------
 
 
 @lru_cache(maxsize=1024)
 def _scope_prefix(scope_id: str) -> str:
-    """16 hex digits naming the scope inside every FTS token (64 bits of its SHA-256).
+    """16 hex digits naming the scope inside every indexed token (64 bits of its SHA-256).
 
-    Each indexed token is ``<prefix><term>``, so a lookup touches only the scope's own posting
-    lists. (Matching ``scope AND (t1 OR t2 …)`` instead made FTS5 walk the scope token's posting
-    list — every document of the scope — on each query.) A prefix collision between two scopes
-    would only add candidates: rows are fetched by id and kept only when ``scope_id`` matches.
+    Both engines index ``<prefix><term>``, so a lookup touches only the scope's own posting
+    lists and its cost follows the scope, not the table. (SQLite: matching ``scope AND (t1 OR
+    t2 …)`` instead made FTS5 walk the scope token's posting list — every document of the
+    scope — on each query. OceanBase: a ``scope_id = ?`` filter applied after the FULLTEXT
+    lookup made a 50-entry scope's query read the postings of every scope; see
+    docs/decisions/oceanbase-fulltext.md.) A prefix collision between two scopes would only
+    add candidates: SQLite's rows are kept only when ``scope_id`` matches, and OceanBase's
+    statement filters on it. 16 + 64 characters fit OceanBase's ``max_token_size`` of 84.
     """
     return hashlib.sha256(scope_id.encode("utf-8")).hexdigest()[:16]
 
 
 def _prefixed_body(prefix: str, terms: Sequence[str]) -> str:
     return prefix + f" {prefix}".join(terms) if terms else ""
+
+
+# -- SQLite: FTS5 --------------------------------------------------------------------------
 
 
 class _SqliteFulltext:
@@ -420,28 +427,53 @@ class _SqliteStatements:
 
 
 class _OceanBaseFulltext:
-    """A plain table per family with a FULLTEXT index using the whitespace parser.
+    """A plain table per family with a FULLTEXT index (whitespace parser) on scoped tokens.
 
-    ``min_token_size=1`` matters: the parser's default of 3 silently drops short terms.
+    ``<family>_scoped_search`` holds, per document, its plain analyser terms (``terms``: what
+    ranking and removal read) and its distinct terms as scope-prefixed tokens (``tokens``, see
+    :func:`_scope_prefix`), which alone are indexed. The candidate query matches the scope's
+    tokens only, so the index lookup reads the scope's postings, never another scope's; the
+    earlier layout (``<family>_search``: plain terms indexed, ``scope_id = ?`` filtered after
+    the lookup) read every scope's postings of the query's terms, or, planned through the
+    scope index, every document of the scope (docs/decisions/oceanbase-fulltext.md).
+
+    ``min_token_size=1`` matters: the parser's default of 3 silently drops short terms;
+    ``max_token_size=84`` (its default, stated) keeps a 16-character prefix plus a 64-character
+    term in one token: a longer token is silently not indexed.
     """
 
-    @staticmethod
-    def _table(family: IndexedFamily) -> str:
-        return f"{family}_search"
+    #: Tables of the earlier layout, dropped on start-up; the runtime then finds the new index
+    #: empty and rebuilds it from the version rows (``Runtime.prepare``).
+    _LEGACY_TABLES = ("memory_search", "experience_search")
+
+    def __init__(self) -> None:
+        self._sql = {family: _OceanBaseStatements(family) for family in INDEXED_FAMILIES}
 
     def create(self, conn: Connection) -> None:
+        for legacy in self._LEGACY_TABLES:
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {legacy}")
         for family in INDEXED_FAMILIES:
-            table = self._table(family)
+            sql = self._sql[family]
             conn.exec_driver_sql(
-                f"CREATE TABLE IF NOT EXISTS {table} ("
+                f"CREATE TABLE IF NOT EXISTS {sql.table} ("
                 " id BIGINT NOT NULL PRIMARY KEY,"
                 " scope_id VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"
                 " terms LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"
-                f" KEY ix_{table}_scope (scope_id),"
-                f" FULLTEXT INDEX ft_{table} (terms)"
-                " WITH PARSER space PARSER_PROPERTIES=(min_token_size=1)"
+                " tokens LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"
+                f" FULLTEXT INDEX {sql.index} (tokens) WITH PARSER space"
+                " PARSER_PROPERTIES=(min_token_size=1, max_token_size=84)"
                 ") DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
             )
+
+    @staticmethod
+    def _row(rowid: int, scope_id: str, prefix: str, checked: list[str]) -> dict[str, object]:
+        """A document's row: all its terms in order, its distinct terms as scoped tokens."""
+        return {
+            "rowid": rowid,
+            "scope_id": scope_id,
+            "terms": " ".join(checked),
+            "tokens": _prefixed_body(prefix, list(dict.fromkeys(checked))),
+        }
 
     def add(
         self,
@@ -453,11 +485,7 @@ class _OceanBaseFulltext:
     ) -> None:
         checked = _checked(terms)
         conn.execute(
-            text(
-                f"INSERT INTO {self._table(family)} (id, scope_id, terms) "
-                "VALUES (:rowid, :scope_id, :terms)"
-            ),
-            {"rowid": rowid, "scope_id": scope_id, "terms": " ".join(checked)},
+            self._sql[family].insert, self._row(rowid, scope_id, _scope_prefix(scope_id), checked)
         )
         _adjust_frequencies(conn, family, scope_id, checked, +1)
 
@@ -468,33 +496,30 @@ class _OceanBaseFulltext:
         scope_id: str,
         documents: Sequence[tuple[int, Sequence[str]]],
     ) -> None:
-        """:meth:`add` for many documents of one scope (an import): multi-row inserts of at
-        most ``_BATCH`` rows (larger ones hit the server's memory limit), frequencies summed."""
+        """:meth:`add` for many documents of one scope (an import, a rebuild): multi-row
+        inserts of at most ``_BATCH`` rows (larger ones hit the server's memory limit),
+        frequencies summed."""
         if not documents:
             return
+        prefix = _scope_prefix(scope_id)
         counts: Counter[str] = Counter()
         rows = []
         for rowid, terms in documents:
             checked = _checked(terms)
             counts.update(set(checked))
-            rows.append({"rowid": rowid, "scope_id": scope_id, "terms": " ".join(checked)})
-        statement = text(
-            f"INSERT INTO {self._table(family)} (id, scope_id, terms) "
-            "VALUES (:rowid, :scope_id, :terms)"
-        )
+            rows.append(self._row(rowid, scope_id, prefix, checked))
+        statement = self._sql[family].insert
         for start in range(0, len(rows), _BATCH):
             conn.execute(statement, rows[start : start + _BATCH])
         _add_frequencies(conn, family, scope_id, counts, len(documents))
 
     def remove(self, conn: Connection, family: IndexedFamily, scope_id: str, rowid: int) -> None:
-        table = self._table(family)
-        row = conn.execute(
-            text(f"SELECT terms FROM {table} WHERE id = :rowid"), {"rowid": rowid}
-        ).first()
-        if row is None:
+        sql = self._sql[family]
+        body = conn.execute(sql.doc_terms, {"rowid": rowid}).scalar()
+        if body is None:
             return
-        conn.execute(text(f"DELETE FROM {table} WHERE id = :rowid"), {"rowid": rowid})
-        _adjust_frequencies(conn, family, scope_id, row[0].split(), -1)
+        conn.execute(sql.remove, {"rowid": rowid})
+        _adjust_frequencies(conn, family, scope_id, body.split(), -1)
 
     def match(
         self,
@@ -507,23 +532,28 @@ class _OceanBaseFulltext:
         checked = _checked(terms)
         if not checked:
             return []
-        table = self._table(family)
         rows = conn.execute(
-            text(
-                f"SELECT id, terms FROM {table} "
-                "WHERE scope_id = :scope_id AND MATCH(terms) AGAINST(:q IN NATURAL LANGUAGE MODE) "
-                "ORDER BY id DESC LIMIT :limit"
-            ),
-            {"scope_id": scope_id, "q": " ".join(checked), "limit": limit},
+            self._sql[family].match,
+            {
+                "q": _prefixed_body(_scope_prefix(scope_id), checked),
+                "scope_id": scope_id,
+                "limit": limit,
+            },
         ).all()
         return [document(rowid, body.split()) for rowid, body in rows]
 
     def document_count(self, conn: Connection, family: IndexedFamily) -> int:
-        return conn.execute(text(f"SELECT count(*) FROM {self._table(family)}")).scalar_one()
+        return conn.execute(self._sql[family].count).scalar_one()
 
     def clear(self, conn: Connection, family: IndexedFamily) -> None:
-        conn.execute(text(f"DELETE FROM {self._table(family)}"))
-        _clear_frequencies(conn, family)
+        """Empty the family's index, ``_CLEAR_BATCH`` rows a statement (in the caller's
+        transaction): one ``DELETE`` of a 10k-entry index ran into the server's 10 s
+        statement timeout on a loaded machine, which failed every ``reindex`` there."""
+        sql = self._sql[family]
+        while conn.execute(sql.clear, {"n": _CLEAR_BATCH}).rowcount:
+            pass
+        while conn.execute(_CLEAR_FREQUENCIES, {"family": family, "n": _CLEAR_BATCH}).rowcount:
+            pass
 
     def compact(self, conn: Connection, family: IndexedFamily) -> bool:
         return False  # the server merges its own FULLTEXT index
@@ -533,3 +563,32 @@ class _OceanBaseFulltext:
 
     def reset(self, conn: Connection, family: IndexedFamily) -> None:
         self.clear(conn, family)
+
+
+_CLEAR_BATCH = 500  # rows a statement when an OceanBase index is emptied (≈ 3 s at load 20)
+_CLEAR_FREQUENCIES = text("DELETE FROM search_terms WHERE family = :family LIMIT :n")
+
+
+class _OceanBaseStatements:
+    """The fixed SQL of one family, compiled once."""
+
+    def __init__(self, family: IndexedFamily) -> None:
+        table = self.table = f"{family}_scoped_search"
+        index = self.index = f"ft_{table}"
+        self.insert = text(
+            f"INSERT INTO {table} (id, scope_id, terms, tokens)"
+            " VALUES (:rowid, :scope_id, :terms, :tokens)"
+        )
+        self.doc_terms = text(f"SELECT terms FROM {table} WHERE id = :rowid")
+        self.remove = text(f"DELETE FROM {table} WHERE id = :rowid")
+        # Newest first, through the FULLTEXT index whatever the optimizer would guess: it is
+        # the only access path that reads no more than the scope's postings of the query's
+        # tokens (a scan of the table evaluating MATCH per row is what the hint rules out).
+        # ``scope_id`` is checked on the few rows found: a prefix collision adds nothing.
+        self.match = text(
+            f"SELECT /*+ INDEX({table} {index}) */ id, terms FROM {table}"
+            " WHERE MATCH(tokens) AGAINST(:q IN NATURAL LANGUAGE MODE) AND scope_id = :scope_id"
+            " ORDER BY id DESC LIMIT :limit"
+        )
+        self.count = text(f"SELECT count(*) FROM {table}")
+        self.clear = text(f"DELETE FROM {table} LIMIT :n")

@@ -522,7 +522,7 @@ class ReviewStore:
         ``trace`` (``explain_context``) is filled with why; the result is the same."""
         if not terms:
             return []
-        with self._db.read() as conn:
+        with self._db.search_read() as conn:
             doc_count, frequencies = read_frequencies(conn, "experience", scope_id, terms)
             plan = scoring.plan_query(terms, doc_count, frequencies)
             if plan is None:
