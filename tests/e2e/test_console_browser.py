@@ -43,7 +43,7 @@ from tests.e2e.helpers import (
     create_token,
     remember,
 )
-from tests.support.browser import Browser, require_browser, start_browser
+from tests.support.browser import Browser, log_in, open_candidate, require_browser, start_browser
 from tests.support.daemon import Daemon, start_daemon
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
@@ -113,16 +113,6 @@ def candidate(http: httpx.Client, candidate_id: str) -> dict[str, Any]:
     return response.json()
 
 
-def log_in(browser: Browser, token: str) -> None:
-    from selenium.webdriver.common.keys import Keys
-
-    browser.open("/ui/")
-    field = browser.element("#login-token")
-    assert browser.focused() == field  # the login page starts in the token field
-    field.send_keys(token, Keys.ENTER)  # keyboard only
-    browser.element("#who")
-
-
 def held_credential(browser: Browser) -> Any:
     """The session credential the console's page keeps (None when it holds none)."""
     return browser.driver.execute_script(f"return sessionStorage.getItem('{SESSION_KEY}')")
@@ -131,12 +121,6 @@ def held_credential(browser: Browser) -> Any:
 def use_scope(browser: Browser) -> None:
     browser.type("#scope-input", SCOPE)
     browser.click("#scope-use")
-
-
-def open_candidate(browser: Browser, candidate_id: str) -> None:
-    browser.click(f'button.candidate[data-candidate="{candidate_id}"]')
-    browser.element(f'#candidate-detail article[data-candidate="{candidate_id}"]')
-    browser.element("#diff-body .fieldname")
 
 
 def test_review_a_candidate_watch_a_conflict_and_inspect_a_pack(

@@ -37,10 +37,9 @@ from tests.e2e.helpers import (
     TASK_GET,
     TASK_LIST,
 )
-from tests.e2e.test_console_browser import log_in, open_candidate
 from tests.hook_kit.stub import dead_port
 from tests.hosts.conftest import record_timing
-from tests.support.browser import Browser, require_browser, start_browser
+from tests.support.browser import Browser, log_in, open_candidate, require_browser, start_browser
 from tests.support.daemon import Daemon
 from tests.support.hosts import CompletedRun, RecordedRequest, assert_hook_context, run_host
 from tests.support.plugin_sandbox import HOSTS, PluginUserFactory, RealHostUser, init_repo

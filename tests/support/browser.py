@@ -187,3 +187,21 @@ def start_browser(
         yield Browser(driver, base_url)
     finally:
         driver.quit()
+
+
+def log_in(browser: Browser, token: str) -> None:
+    """Sign in to the console with the keyboard only, as a reviewer would."""
+    from selenium.webdriver.common.keys import Keys
+
+    browser.open("/ui/")
+    field = browser.element("#login-token")
+    assert browser.focused() == field  # the login page starts in the token field
+    field.send_keys(token, Keys.ENTER)  # keyboard only
+    browser.element("#who")
+
+
+def open_candidate(browser: Browser, candidate_id: str) -> None:
+    """Open a candidate in the review list and wait until its field diff has rendered."""
+    browser.click(f'button.candidate[data-candidate="{candidate_id}"]')
+    browser.element(f'#candidate-detail article[data-candidate="{candidate_id}"]')
+    browser.element("#diff-body .fieldname")
