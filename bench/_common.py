@@ -352,6 +352,31 @@ class Embeddings:
         return self.dimension
 
 
+def serve_process(
+    home: Path, database_url: str | None, log_path: Path, ready_timeout: float = 60
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``powercontext serve`` on a free port with ``home`` as its data dir, started as
+    :func:`local_daemon` starts it (no ``POWERCONTEXT_*`` of the caller), stderr to
+    ``log_path``; returned once ready, with its base URL. The caller owns the process: a
+    bench running several daemons on one database, or killing one on purpose, needs that."""
+    port = _free_port()
+    args = [sys.executable, "-m", "powercontext_runtime.cli.main", "serve",
+            "--port", str(port), "--data-dir", str(home)]  # fmt: skip
+    if database_url:
+        args += ["--database-url", database_url]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POWERCONTEXT_")}
+    with open(log_path, "ab") as stderr:
+        process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, process, log_path, ready_timeout)
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    return process, url
+
+
 @contextlib.contextmanager
 def local_daemon(
     database_url: str | None = None,
@@ -662,33 +687,55 @@ def write_memory_export(
     The content hash is the runtime's own function (imported lazily: only bulk loads need the
     runtime installed in this interpreter, which a self-started daemon does anyway).
     """
+    return write_scopes_export(out, [(scope_id, items)], seed=seed, epoch_ms=epoch_ms)
+
+
+def write_scopes_export(
+    out: BinaryIO,
+    scopes: Sequence[tuple[str, Sequence[MemoryItem]]],
+    *,
+    seed: int,
+    epoch_ms: int = _EPOCH_MS,
+) -> int:
+    """:func:`write_memory_export` for several scopes in one file (one ``powercontext
+    import`` process loads them all, one transaction each). The format lists scopes in byte
+    order, so the sections are written in that order whatever order ``scopes`` has."""
     from powercontext_runtime.store.memory import content_hash
 
     def line(record: dict[str, Any]) -> bytes:
         return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
-    n = len(items)
-    counts = dict.fromkeys(_COUNT_KEYS, 0)
-    counts.update(memory_entries=n, memory_versions=n)
+    def counts_of(n: int) -> dict[str, int]:
+        counts = dict.fromkeys(_COUNT_KEYS, 0)
+        counts.update(memory_entries=n, memory_versions=n)
+        return counts
+
+    ordered = sorted(scopes, key=lambda scope: scope[0].encode())
+    ids = [scope_id for scope_id, _ in ordered]
+    if len(set(ids)) != len(ids):
+        raise BenchError("an export lists each scope once")
+    total = sum(len(items) for _, items in ordered)
     written = out.write(line({"format": EXPORT_FORMAT, "version": EXPORT_VERSION,
-                              "runtime": "bench", "backend": "sqlite", "scopes": [scope_id],
-                              "counts": counts}))  # fmt: skip
-    written += out.write(line({"type": "scope", "scope_id": scope_id, "counts": counts}))
-    written += out.write(line({"type": "memory_head", "scope_id": scope_id, "revision": n,
-                               "updated_at": epoch_ms + n}))  # fmt: skip
-    for revision, item in enumerate(items, start=1):
-        tags = list(item.tags)
-        record = {
-            "type": "memory_version", "scope_id": scope_id, "revision": revision,
-            "operation": "remember", "revision_created_at": epoch_ms + revision,
-            "entry_id": _synthetic_id("mem_ent_", seed, scope_id, revision),
-            "entry_version_id": _synthetic_id("mem_ver_", seed, scope_id, revision),
-            "version": 1, "state": "active", "kind": item.kind, "text": item.text,
-            "tags": tags, "reason": None, "source_refs": [], "artifact_refs": [],
-            "content_hash": content_hash(item.kind, item.text, tags), "valid_to": None,
-            "created_at": epoch_ms + revision,
-        }  # fmt: skip
-        written += out.write(line(record))
+                              "runtime": "bench", "backend": "sqlite", "scopes": ids,
+                              "counts": counts_of(total)}))  # fmt: skip
+    for scope_id, items in ordered:
+        n = len(items)
+        written += out.write(line({"type": "scope", "scope_id": scope_id, "counts": counts_of(n)}))
+        written += out.write(line({"type": "memory_head", "scope_id": scope_id, "revision": n,
+                                   "updated_at": epoch_ms + n}))  # fmt: skip
+        for revision, item in enumerate(items, start=1):
+            tags = list(item.tags)
+            record = {
+                "type": "memory_version", "scope_id": scope_id, "revision": revision,
+                "operation": "remember", "revision_created_at": epoch_ms + revision,
+                "entry_id": _synthetic_id("mem_ent_", seed, scope_id, revision),
+                "entry_version_id": _synthetic_id("mem_ver_", seed, scope_id, revision),
+                "version": 1, "state": "active", "kind": item.kind, "text": item.text,
+                "tags": tags, "reason": None, "source_refs": [], "artifact_refs": [],
+                "content_hash": content_hash(item.kind, item.text, tags), "valid_to": None,
+                "created_at": epoch_ms + revision,
+            }  # fmt: skip
+            written += out.write(line(record))
     return written
 
 
@@ -722,6 +769,14 @@ def _run_cli(
     return done, seconds
 
 
+def cli_json(home: Path, database_url: str | None, *command: str, what: str) -> Any:
+    """``powercontext <command> --json`` run as a user runs it (see :func:`_run_cli`); its
+    JSON answer. For the administrative verbs a bench needs (``token create``, ``token
+    revoke``) on the same database as its daemons."""
+    done, _ = _run_cli(home, database_url, *command, what=what)
+    return json.loads(done.stdout)
+
+
 def bulk_load(
     home: Path,
     database_url: str | None,
@@ -745,6 +800,27 @@ def bulk_load(
         written = time.perf_counter() - started
         _, seconds = _run_cli(home, database_url, "import", str(path), what="bulk import")
     return BulkLoad(len(items), seconds, written)
+
+
+def bulk_load_scopes(
+    home: Path,
+    database_url: str | None,
+    scopes: Sequence[tuple[str, Sequence[MemoryItem]]],
+    *,
+    seed: int,
+    epoch_ms: int = _EPOCH_MS,
+) -> BulkLoad:
+    """:func:`bulk_load` of several new scopes with one ``powercontext import`` (one process
+    start for all of them, still one transaction per scope): how a many-scope team database
+    is filled in minutes."""
+    with tempfile.TemporaryDirectory(prefix="powercontext-bulk-") as tmp:
+        path = Path(tmp) / "load.jsonl"
+        started = time.perf_counter()
+        with open(path, "wb") as out:
+            write_scopes_export(out, scopes, seed=seed, epoch_ms=epoch_ms)
+        written = time.perf_counter() - started
+        _, seconds = _run_cli(home, database_url, "import", str(path), what="bulk import")
+    return BulkLoad(sum(len(items) for _, items in scopes), seconds, written)
 
 
 def compact_storage(home: Path, database_url: str | None, wait: float = 900) -> float:

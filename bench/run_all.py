@@ -7,8 +7,8 @@ file only runs them as subprocesses with ``--json``, reads the figures and verdi
 reports and renders one table. No threshold is applied here (the target column only repeats
 spec 08's wording), so a verdict can never differ from the one in the script's own block.
 
-Steps, in order (SQLite first; seekdb is started only for its two steps, so its background
-work cannot disturb the SQLite figures):
+Steps, in order (SQLite first; seekdb is started only for its steps, so its background work
+cannot disturb the SQLite figures):
 
 1. ``write_scaling.py`` (P4);
 2. ``prepare_latency.py`` with one worker (P2, P3, P7), its daemon home in a temp dir and a
@@ -26,6 +26,10 @@ work cannot disturb the SQLite figures):
    1000,100000 --bulk-load`` (P6 remember ratio). Both fill seekdb with ``powercontext import``
    of a generated export (minutes for 100k; over HTTP, at ~30 entries/s, 100k took about an
    hour, which is why the ratio used to be taken at 20k: ``--seekdb-load http`` still does);
+   then, on a third fresh seekdb (``memory_budget`` 2G), ``team_scale.py --database-url …``
+   (O1-O3, issue 32: 200 scopes / 106k entries imported, three daemons, 12 clients over
+   HTTP, the cross-daemon checks; ≈ 10 min). Not in ``--smoke``: its own smoke test
+   (tests/bench/test_team_scale_smoke.py) runs it, and it would add minutes to this chain;
 5. ``portability.py`` (issue 19: export and import entries/s on SQLite at 20k and 100k, and
    ``migrate`` of 100k to a seekdb of its own), last, so its seekdb disturbs nothing else.
 
@@ -78,6 +82,8 @@ SEEKDB_HTTP_WRITE_SIZES = "1000,20000"  # --seekdb-load http: 100k over HTTP wou
 # over HTTP, and writing dominates a smoke run there.
 SEEKDB_SMOKE_N = 30
 SEEKDB_SMOKE_WRITE = ["--sizes", "20,50", "--samples", "5"]
+TEAM = "team_scale"
+TEAM_SEEKDB_MEMORY = "2G"  # three daemons and 200 scopes: what team_scale.py gives its own
 WORKERS = 2
 # Step names (the three prepare_latency.py runs), as in the JSON report and the summary.
 PREPARE = "prepare_latency"
@@ -265,13 +271,14 @@ def plugin_venv(venv: Path) -> str:
 
 
 def _seekdb_steps(plan: Plan, url: str) -> list[tuple[str, str, list[str]]]:
-    """(name, script, args) of the P6 steps; the prepare scope is kept with ``--seekdb-dir``."""
+    """(name, script, args) of the seekdb steps (P6, then O1-O3 outside ``--smoke``); the
+    prepare scope is kept with ``--seekdb-dir``."""
     prepare_n = str(SEEKDB_SMOKE_N if plan.smoke else plan.seekdb_entries or BUDGET_N)
     home = plan.seekdb_dir / "daemon-home" if plan.seekdb_dir else plan.work / "prepare-seekdb"
     bulk = ["--bulk-load"] if plan.seekdb_load == "import" else []
     sizes = SEEKDB_WRITE_SIZES if bulk else SEEKDB_HTTP_WRITE_SIZES
     write = [*(SEEKDB_SMOKE_WRITE if plan.smoke else ["--sizes", sizes]), *bulk]
-    return [
+    steps = [
         (
             PREPARE_OB,
             "prepare_latency.py",
@@ -294,20 +301,24 @@ def _seekdb_steps(plan: Plan, url: str) -> list[tuple[str, str, list[str]]]:
             [*plan.common, "--database-url", url, *write],
         ),
     ]
+    if not plan.smoke:
+        steps.append((TEAM, "team_scale.py", [*plan.common, "--database-url", url]))
+    return steps
 
 
-def start_seekdb(base_dir: Path | None) -> Any:
-    """One throwaway seekdb for both P6 steps (``tools/seekdb.py``; a given ``base_dir`` is kept
-    and, when it already holds an instance, restarted with its data)."""
+def start_seekdb(base_dir: Path | None, memory_budget: str = "1G") -> Any:
+    """One throwaway seekdb for a seekdb step (``tools/seekdb.py``; a given ``base_dir`` is
+    kept and, when it already holds an instance, restarted with its data)."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     from tools.seekdb import SeekdbServer
 
-    return SeekdbServer(SEEKDB_DATABASE, base_dir=base_dir).start()
+    return SeekdbServer(SEEKDB_DATABASE, base_dir=base_dir, memory_budget=memory_budget).start()
 
 
 def run_seekdb_steps(plan: Plan) -> list[StepResult]:
-    """Each P6 step against its own fresh seekdb; a server that cannot start fails its step.
+    """Each seekdb step (P6, O) against its own fresh seekdb; a server that cannot start fails
+    its step.
 
     One server per step: right after a step has loaded 20k+ entries, seekdb keeps merging in
     the background, which doubled the next step's remember p50 at N = 20k (ratio 2.04 shared,
@@ -324,7 +335,7 @@ def run_seekdb_steps(plan: Plan) -> list[StepResult]:
         keep = plan.seekdb_dir / "server" if plan.seekdb_dir and name == PREPARE_OB else None
         log(f"== seekdb for {name}: starting" + (f" in {keep}" if keep else ""))
         try:
-            server = start_seekdb(keep)
+            server = start_seekdb(keep, TEAM_SEEKDB_MEMORY if name == TEAM else "1G")
         except (ImportError, OSError, RuntimeError) as exc:  # SeekdbError is a RuntimeError
             _, _, args = planned[index]
             results.append(not_run(name, script, args, f"seekdb did not start: {exc}", "failed"))
@@ -457,6 +468,24 @@ def skills_precision(report: dict[str, Any]) -> Measure:
     return Measure(round(goal["measured"] * 100, 1), "%", bool(goal["ok"]), True, detail)
 
 
+def team_row(key: str) -> Picker:
+    """A row of team_scale.py's own ``budgets`` list (issue 32), with the row's own detail and
+    the corpus it was measured on; ``applicable`` only at the issue's shape (200 scopes,
+    ≥ 100k entries)."""
+
+    def pick(report: dict[str, Any]) -> Measure:
+        row = next((r for r in report["budgets"] if r.get("key") == key), None)
+        if row is None:
+            raise KeyError(f"the report has no budget row {key!r}")
+        detail = (
+            f"{row['detail']}; {report['config']['scopes']:,} scopes, {report['entries']:,} entries"
+        )
+        applicable = bool(row["applicable"])
+        return Measure(float(row["measured"]), row["unit"], bool(row["ok"]), applicable, detail)
+
+    return pick
+
+
 def locomo_target(what: str) -> Picker:
     """A row of locomo.py's own ``targets`` list (spec 08 Q2), by what it measures."""
 
@@ -542,6 +571,20 @@ BUDGETS: tuple[Budget, ...] = (
            "≥ 5,000 entries/s", PORTABILITY, "portability", script_row("import.rate")),
     Budget("X3.migrate", "X3", "migrate 100k entries SQLite → seekdb (export, import, verify)",
            "≤ 10 min", PORTABILITY, "portability", script_row("migrate.seconds")),
+    Budget("O1.p50", "O1", "seekdb, 3 daemons, 200 scopes: single-client prepare p50, worst "
+           "scope size (issue 32)", "≤ 30 ms", TEAM, "team-scale", team_row("single.p50")),
+    Budget("O1.p95", "O1", "seekdb, 3 daemons, 200 scopes: single-client prepare p95, worst "
+           "scope size", "≤ 100 ms", TEAM, "team-scale", team_row("single.p95")),
+    Budget("O2.ok-per-s", "O2", "seekdb: 12 clients over 3 daemons, 70/20/10 % prepare/search/"
+           "remember, answers ok per second", "≥ 100 ok/s", TEAM, "team-scale",
+           team_row("mixed.ok_per_s")),
+    Budget("O2.prepare-p95", "O2", "seekdb: 12 clients over 3 daemons, prepare p95", "≤ 250 ms",
+           TEAM, "team-scale", team_row("mixed.prepare_p95")),
+    Budget("O2.5xx", "O2", "seekdb: 12 clients over 3 daemons, 5xx answers", "0", TEAM,
+           "team-scale", team_row("mixed.5xx")),
+    Budget("O3.checks", "O3", "cross-daemon correctness: one approval of 30, 12 writers, "
+           "next-request visibility, revoke, SIGKILL", "all pass", TEAM, "team-scale",
+           team_row("checks")),
     Budget("X4.round-trip", "X4", "round trip byte-identical (re-export and packs, SQLite and "
            "seekdb)", "identical", PORTABILITY, "portability", script_row("round_trip")),
 )  # fmt: skip
@@ -549,7 +592,8 @@ BUDGETS: tuple[Budget, ...] = (
 
 def _shown(measure: Measure) -> str:
     """The measured cell, with the context that makes it checkable (counts, sizes)."""
-    digits = {"ms": 2, "MiB": 1, "req/s": 1, "%": 1, "entries/s": 0, "s": 1}.get(measure.unit, 3)
+    digits = {"ms": 2, "MiB": 1, "req/s": 1, "ok/s": 1, "%": 1, "entries/s": 0, "s": 1,
+              "answers": 0, "checks": 0}.get(measure.unit, 3)  # fmt: skip
     value = f"{measure.value:,.{digits}f}" + (f" {measure.unit}" if measure.unit else "")
     return f"{value} ({measure.detail})" if measure.detail else value
 
@@ -723,7 +767,9 @@ def render_markdown(run: Run, rows: list[dict[str, Any]], links: dict[str, Block
             "- P6 rows: a fresh seekdb (OceanBase kernel) started by `tools/seekdb.py` for each "
             "of its two steps; X rows (issue 19's export/import/migrate budgets): "
             "`portability.py`, with a seekdb of its own; T and D rows (issue #31): the Stop "
-            "hook's cost and the distillers' precision and recall on hand-labelled sessions",
+            "hook's cost and the distillers' precision and recall on hand-labelled sessions; "
+            "O rows (issue 32): `team_scale.py`, three daemons on a seekdb of its own (not in "
+            "`--smoke`)",
             "",
             markdown_table(["id", "budget", "target", "measured", "verdict", "details"], table),
             "",
@@ -791,7 +837,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--no-seekdb",
         action="store_true",
-        help="skip the two P6 steps (no seekdb server is started)",
+        help="skip the seekdb steps (P6, O; no seekdb server is started)",
     )
     p.add_argument(
         "--seekdb-entries",

@@ -43,6 +43,8 @@ BUDGET_KEYS = {
     "T1.p50", "T1.p95", "D1.precision", "D1.recall", "D2.precision",
     # Issue 19's export/import/migrate budgets (bench/portability.py).
     "X1.export", "X2.import", "X3.migrate", "X4.round-trip",
+    # Issue 32's team-scale budgets (bench/team_scale.py; not in --smoke: its own smoke test).
+    "O1.p50", "O1.p95", "O2.ok-per-s", "O2.prepare-p95", "O2.5xx", "O3.checks",
 }  # fmt: skip
 STEPS = (
     "write_scaling", "prepare_latency", "prepare_latency_2_workers", "hook_latency",
@@ -51,6 +53,9 @@ STEPS = (
 )  # fmt: skip
 # Steps whose script has no smoke mode: their full runs take seconds.
 NO_SMOKE_MODE = {"recall_quality", "distill_quality", "distill_skills"}
+# Budget ids whose step is not part of --smoke: LoCoMo's data is not in the repository, and
+# team_scale.py (three daemons on seekdb) has a smoke test of its own.
+NOT_IN_SMOKE = {"Q2": "locomo", "O1": "team_scale", "O2": "team_scale", "O3": "team_scale"}
 HOOK_SERIES = ("hook", "hook_no_capture", "plugin", "hook_env_bytecode")
 
 # The smoke run takes ≈ 2 min on a quiet 2-core machine; beside the suite's other worker on a
@@ -113,11 +118,12 @@ def test_every_spec_budget_gets_a_numeric_measurement_and_a_smoke_verdict(
     assert {r["key"] for r in rows} == BUDGET_KEYS
     assert {r["id"] for r in rows} == {
         "P1", "P2", "P3", "P4", "P5", "P6", "P7", "Q1", "Q2", "T1", "D1", "D2",
-        "X1", "X2", "X3", "X4",
+        "X1", "X2", "X3", "X4", "O1", "O2", "O3",
     }  # fmt: skip
     for row in rows:
-        if row["id"] == "Q2":  # LoCoMo's data is not in the repository: not in --smoke
-            assert row["verdict"] == "not measured (locomo: step not run)", row
+        if row["id"] in NOT_IN_SMOKE:
+            step = NOT_IN_SMOKE[row["id"]]
+            assert row["verdict"] == f"not measured ({step}: step not run)", row
             continue
         assert _is_number(row["measured"]), row
         assert row["measured"] > 0 or row["id"] == "Q1", row  # a recall share may be 0
@@ -126,7 +132,9 @@ def test_every_spec_budget_gets_a_numeric_measurement_and_a_smoke_verdict(
         assert row["applicable"] is False, row
         assert row["verdict"] == ("(met; smoke run)" if row["ok"] else "(**missed**; smoke run)")
     lines = summary["markdown"].splitlines()
-    table = [line for line in lines if line.startswith(("| P", "| Q", "| T1 ", "| D", "| X"))]
+    table = [
+        line for line in lines if line.startswith(("| P", "| Q", "| T1 ", "| D", "| X", "| O"))
+    ]
     assert len(table) == len(rows)  # one rendered row per budget, none lost on the way
     assert summary["smoke"] is True
     assert summary["machine"]["cpu_count"]
