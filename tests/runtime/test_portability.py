@@ -462,6 +462,37 @@ def test_the_analysis_in_a_worker_process_builds_the_same_index(
         assert sorted(conn.exec_driver_sql("SELECT term, df FROM search_terms").all()) == imported
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "oceanbase"])
+def test_frequencies_summed_over_the_chunks_are_those_a_rebuild_gives(
+    backend: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The import sums a scope's term frequencies over all its chunks of documents and writes
+    them once (per chunk, the scope's common terms were upserted again by every chunk); the
+    rows are the ones rebuilding the index from the version rows gives, on both backends."""
+    source = open_runtime("sqlite", request, tmp_path / "source")
+    target = open_runtime(backend, request, tmp_path / "target")
+    statement = "SELECT scope_id, family, term, df FROM search_terms"
+    try:
+        populate(source, SHOP)
+        populate(source, LIB)
+        monkeypatch.setattr(importer, "_INDEX_CHUNK", 3)  # several chunks per scope
+        load(target, exported(source))
+        with target.db.read() as conn:
+            imported = sorted(tuple(row) for row in conn.exec_driver_sql(statement).all())
+        assert {row[0] for row in imported} == {SHOP, LIB}
+        assert target.stale_indexes() == []
+        assert packs(target, SHOP) == packs(source, SHOP)
+        target.reindex()
+        with target.db.read() as conn:
+            assert sorted(tuple(row) for row in conn.exec_driver_sql(statement).all()) == imported
+    finally:
+        source.close()
+        target.close()
+
+
 def test_dry_run_writes_nothing(sqlite_pair: tuple[Runtime, Runtime]) -> None:
     source, target = sqlite_pair
     populate(source, SHOP)

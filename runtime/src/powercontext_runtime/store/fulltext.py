@@ -19,7 +19,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import Connection, bindparam, delete, select, text, update
 
@@ -61,6 +61,15 @@ class FulltextIndex(Protocol):
         family: IndexedFamily,
         scope_id: str,
         documents: Sequence[tuple[int, Sequence[str]]],
+        counts: Counter[str] | None = None,
+    ) -> None: ...
+    def add_frequencies(
+        self,
+        conn: Connection,
+        family: IndexedFamily,
+        scope_id: str,
+        counts: Counter[str],
+        documents: int,
     ) -> None: ...
     def remove(
         self, conn: Connection, family: IndexedFamily, scope_id: str, rowid: int
@@ -179,13 +188,13 @@ def _add_frequencies(
         rows.append((scope_id, family, DOCS_TERM, documents))
         sqlite_driver(conn).executemany(_SQLITE_ADD_FREQUENCY, rows)
         return
-    dicts = [
-        {"scope_id": scope_id, "family": family, "term": term, "df": df}
-        for term, df in sorted(counts.items())
-    ]
-    dicts.append({"scope_id": scope_id, "family": family, "term": DOCS_TERM, "df": documents})
-    for start in range(0, len(dicts), _BATCH):
-        conn.execute(_UPSERT[conn.dialect.name], dicts[start : start + _BATCH])
+    rows = [(scope_id, family, term, df) for term, df in sorted(counts.items())]
+    rows.append((scope_id, family, DOCS_TERM, documents))
+    # Through the driver, as one multi-row upsert per batch (PyMySQL rewrites the statement):
+    # SQLAlchemy's per-row parameter handling was most of the importing process's CPU here.
+    with _mysql_driver(conn).cursor() as cursor:
+        for start in range(0, len(rows), _FREQUENCY_BATCH):
+            cursor.executemany(_MYSQL_ADD_FREQUENCY, rows[start : start + _FREQUENCY_BATCH])
 
 
 _SQLITE_ADD_FREQUENCY = (
@@ -194,7 +203,19 @@ _SQLITE_ADD_FREQUENCY = (
 )
 
 
+_MYSQL_ADD_FREQUENCY = (
+    "INSERT INTO search_terms (scope_id, family, term, df) VALUES (%s, %s, %s, %s)"
+    " ON DUPLICATE KEY UPDATE df = df + VALUES(df)"
+)
+_FREQUENCY_BATCH = 1000  # rows of four short columns: far below the statement memory limit
+
 _UPSERT = adding_upserts(search_terms, ("scope_id", "family", "term"), "df")
+
+
+def _mysql_driver(conn: Connection) -> Any:
+    """The PyMySQL connection under ``conn`` (inside its transaction), for bulk inserts of
+    fixed statements; its errors are classified by ``Database`` like SQLAlchemy's."""
+    return conn.connection.driver_connection
 
 
 def _clear_frequencies(conn: Connection, family: IndexedFamily) -> None:
@@ -290,24 +311,40 @@ class _SqliteFulltext:
         family: IndexedFamily,
         scope_id: str,
         documents: Sequence[tuple[int, Sequence[str]]],
+        counts: Counter[str] | None = None,
     ) -> None:
         """:meth:`add` for many documents of one scope (an import): executemany, and the
-        frequencies summed first."""
+        frequencies summed first. With ``counts``, the documents' distinct terms are added to
+        it instead and the caller writes them once (:meth:`add_frequencies`)."""
         if not documents:
             return
         prefix = _scope_prefix(scope_id)
-        counts: Counter[str] = Counter()
+        summed: Counter[str] = Counter() if counts is None else counts
         docs, tokens = [], []
         for rowid, terms in documents:
             distinct, repeats = split_repeats(_checked(terms))
-            counts.update(distinct)
+            summed.update(distinct)
             docs.append((rowid, " ".join(distinct), " ".join(repeats)))
             tokens.append((rowid, _prefixed_body(prefix, distinct)))
         sql = self._sql[family]
         driver = sqlite_driver(conn)
         driver.executemany(sql.add_doc, docs)
         driver.executemany(sql.add_tokens, tokens)
-        _add_frequencies(conn, family, scope_id, counts, len(documents))
+        if counts is None:
+            _add_frequencies(conn, family, scope_id, summed, len(documents))
+
+    def add_frequencies(
+        self,
+        conn: Connection,
+        family: IndexedFamily,
+        scope_id: str,
+        counts: Counter[str],
+        documents: int,
+    ) -> None:
+        """Add ``documents`` documents whose distinct terms ``counts`` sums to the frequencies
+        (after :meth:`add_many` calls that were given ``counts``)."""
+        if documents:
+            _add_frequencies(conn, family, scope_id, counts, documents)
 
     def remove(self, conn: Connection, family: IndexedFamily, scope_id: str, rowid: int) -> None:
         sql = self._sql[family]
@@ -468,12 +505,19 @@ class _OceanBaseFulltext:
     @staticmethod
     def _row(rowid: int, scope_id: str, prefix: str, checked: list[str]) -> dict[str, object]:
         """A document's row: all its terms in order, its distinct terms as scoped tokens."""
-        return {
-            "rowid": rowid,
-            "scope_id": scope_id,
-            "terms": " ".join(checked),
-            "tokens": _prefixed_body(prefix, list(dict.fromkeys(checked))),
-        }
+        rowid, scope_id, terms, tokens = _OceanBaseFulltext._values(
+            rowid, scope_id, prefix, checked
+        )
+        return {"rowid": rowid, "scope_id": scope_id, "terms": terms, "tokens": tokens}
+
+    @staticmethod
+    def _values(rowid: int, scope_id: str, prefix: str, checked: list[str]) -> tuple[Any, ...]:
+        return (
+            rowid,
+            scope_id,
+            " ".join(checked),
+            _prefixed_body(prefix, list(dict.fromkeys(checked))),
+        )
 
     def add(
         self,
@@ -495,23 +539,41 @@ class _OceanBaseFulltext:
         family: IndexedFamily,
         scope_id: str,
         documents: Sequence[tuple[int, Sequence[str]]],
+        counts: Counter[str] | None = None,
     ) -> None:
         """:meth:`add` for many documents of one scope (an import, a rebuild): multi-row
-        inserts of at most ``_BATCH`` rows (larger ones hit the server's memory limit),
-        frequencies summed."""
+        inserts through the driver of at most ``_BATCH`` rows (larger ones hit the server's
+        memory limit, which follows the tokens a statement indexes), frequencies summed.
+        With ``counts``, the documents' distinct terms are added to it instead and the caller
+        writes them once (:meth:`add_frequencies`): a 100k-entry scope imported in chunks
+        upserted 126,628 rows for its 27,004 frequencies, a seventh of the server's work."""
         if not documents:
             return
         prefix = _scope_prefix(scope_id)
-        counts: Counter[str] = Counter()
+        summed: Counter[str] = Counter() if counts is None else counts
         rows = []
         for rowid, terms in documents:
             checked = _checked(terms)
-            counts.update(set(checked))
-            rows.append(self._row(rowid, scope_id, prefix, checked))
-        statement = self._sql[family].insert
-        for start in range(0, len(rows), _BATCH):
-            conn.execute(statement, rows[start : start + _BATCH])
-        _add_frequencies(conn, family, scope_id, counts, len(documents))
+            summed.update(set(checked))
+            rows.append(self._values(rowid, scope_id, prefix, checked))
+        statement = self._sql[family].insert_many
+        with _mysql_driver(conn).cursor() as cursor:
+            for start in range(0, len(rows), _BATCH):
+                cursor.executemany(statement, rows[start : start + _BATCH])
+        if counts is None:
+            _add_frequencies(conn, family, scope_id, summed, len(documents))
+
+    def add_frequencies(
+        self,
+        conn: Connection,
+        family: IndexedFamily,
+        scope_id: str,
+        counts: Counter[str],
+        documents: int,
+    ) -> None:
+        """As :meth:`_SqliteFulltext.add_frequencies`."""
+        if documents:
+            _add_frequencies(conn, family, scope_id, counts, documents)
 
     def remove(self, conn: Connection, family: IndexedFamily, scope_id: str, rowid: int) -> None:
         sql = self._sql[family]
@@ -578,6 +640,9 @@ class _OceanBaseStatements:
         self.insert = text(
             f"INSERT INTO {table} (id, scope_id, terms, tokens)"
             " VALUES (:rowid, :scope_id, :terms, :tokens)"
+        )
+        self.insert_many = (
+            f"INSERT INTO {table} (id, scope_id, terms, tokens) VALUES (%s, %s, %s, %s)"
         )
         self.doc_terms = text(f"SELECT terms FROM {table} WHERE id = :rowid")
         self.remove = text(f"DELETE FROM {table} WHERE id = :rowid")

@@ -109,6 +109,30 @@ _VERSION_ROWIDS = select(_v.c.id).where(
 )
 
 
+class _VersionRow(NamedTuple):
+    """A version row just inserted, with the attributes of a ``memory_versions`` ``Row``."""
+
+    id: int
+    scope_id: str
+    entry_id: str
+    entry_version_id: str
+    version: int
+    kind: str
+    text: str
+    tags: str
+    reason: str | None
+    source_refs: str
+    artifact_refs: str
+    content_hash: str
+    state: str
+    valid_from: int
+    valid_to: int | None
+    created_at: int
+
+
+assert _VersionRow._fields == tuple(column.name for column in _v.columns)
+
+
 def content_hash(kind: str, text: str, tags: Sequence[str]) -> str:
     return sha256_hex("memory-entry-v1", kind, text, list(tags))
 
@@ -747,7 +771,9 @@ class MemoryStore:
         }
         result = conn.execute(insert(_v).values(**values))
         (row_id,) = result.inserted_primary_key or (None,)
-        return conn.execute(select(_v).where(_v.c.id == row_id)).one()
+        # The row as written, not read back: the columns are exactly these values and the new
+        # id, and a read-back cost every write a round trip (≈ 0.4-1 ms on OceanBase).
+        return _VersionRow(id=row_id, **values)  # type: ignore[return-value]
 
     def _supersede(
         self, conn: Connection, old: Row[Any], new: Row[Any], revision: int, digest: str
