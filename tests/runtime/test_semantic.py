@@ -582,6 +582,7 @@ class _BackfillChannel:
         self.rounds = 0
         self.rebuilds_index = rebuilds_index
         self.rebuilds = 0
+        self.queries = 0  # no prompts: the worker trims the heap only after embedding
         self._failures = failures
 
     def embed_pending(self) -> int:

@@ -69,13 +69,21 @@ def test_workers_default_to_one_and_accept_the_environment(tmp_path: Path) -> No
     assert Settings.load(env={**base, "POWERCONTEXT_WORKERS": "4"}, workers=2).workers == 2
 
 
-def test_the_prompt_cache_defaults_to_64_mib_and_reaches_the_prompt_connection(
+def test_the_prompt_cache_defaults_to_64_mib_32_with_embeddings_and_reaches_the_connection(
     tmp_path: Path,
 ) -> None:
     from powercontext_runtime.composition import Runtime
 
     base = {"POWERCONTEXT_HOME": str(tmp_path)}
     assert Settings.load(env=base).prompt_cache_mib == 64
+    # With the semantic channel on, the model and index share the memory budget: 32 MiB,
+    # unless set.
+    local = {**base, "POWERCONTEXT_EMBEDDINGS": "local"}
+    assert Settings.load(env=local).prompt_cache_mib == 32
+    assert (
+        Settings.load(env={**local, "POWERCONTEXT_PROMPT_CACHE_MIB": "64"}).prompt_cache_mib == 64
+    )
+    assert Settings.load(env=local, prompt_cache_mib=48).prompt_cache_mib == 48
     runtime = Runtime.open(Settings.load(env={**base, "POWERCONTEXT_PROMPT_CACHE_MIB": "8"}))
     try:
         with runtime.db.prompt_read() as conn:

@@ -337,6 +337,10 @@ def _semantic(settings: Settings, db: Database) -> SemanticChannel | None:
         search=Admission(search_floor, None, search_floor),
         prepare=Admission(prepare_floor, PREPARE_VECTOR_ONLY, search_floor),
         waits_on_network=settings.embeddings == "openai",
+        # The local model and SQLite's loaded index are CPU work in this process: done on the
+        # request's thread (OceanBase's vector search is a server round trip, which the query
+        # thread overlaps with the lexical one).
+        inline_queries=settings.embeddings == "local" and db.backend == "sqlite",
     )
 
 

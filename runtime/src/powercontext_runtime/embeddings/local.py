@@ -208,6 +208,9 @@ class LocalUSEEmbedder:
         """The tokens :meth:`embed_query` embeds: BOS, the first ``query_tokens - 2`` pieces
         of the text's first ``QUERY_CHARS`` characters, EOS."""
         _, tokenizer = self._loaded()
+        return self._query_ids(tokenizer, text)
+
+    def _query_ids(self, tokenizer: _Tokenizer, text: str) -> list[int]:
         return [_BOS, *tokenizer.ids(text[:QUERY_CHARS])[: self._query_tokens - 2], _EOS]
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
@@ -216,16 +219,40 @@ class LocalUSEEmbedder:
         ids = self.query_ids(text)
         with self._one:
             forward, _ = self._query_pass()
-            misses = forward.misses
-            try:
-                vector = forward.encode(ids)
-            except Exception as exc:  # never the text
-                raise EmbeddingUnavailableError(
-                    f"the local embedding model failed ({type(exc).__name__})"
-                ) from None
-            finally:
-                if forward.misses != misses:  # it read table rows: rare once warm
-                    self._release_table()
+            return self._encode(forward, ids)
+
+    def embed_query_now(self, text: str) -> npt.NDArray[np.float32] | None:
+        """:meth:`embed_query` on the caller's thread when that costs the pass alone, else
+        ``None`` (the caller then queues it on a thread with a deadline): ``None`` until the
+        model and the query pass are loaded (≈ 1 s, which a prompt must not wait for) and while
+        another thread's query holds the pass (never wait behind it). Why: a query thread
+        saves nothing here, since the pass is a chain of small numpy calls that retakes the
+        interpreter lock dozens of times while the caller's lexical search holds it, and the
+        hand-offs cost more than the overlap gives (docs/decisions/semantic-channel.md,
+        "The query embedding runs on the request's thread")."""
+        forward, tokenizer = self._query, self._tokenizer
+        if forward is None or tokenizer is None:
+            return None
+        ids = self._query_ids(tokenizer, text)
+        if not self._one.acquire(blocking=False):
+            return None
+        try:
+            return self._encode(forward, ids)
+        finally:
+            self._one.release()
+
+    def _encode(self, forward: QueryForward, ids: list[int]) -> npt.NDArray[np.float32]:
+        """The query pass on ``ids``; the caller holds ``self._one``."""
+        misses = forward.misses
+        try:
+            vector = forward.encode(ids)
+        except Exception as exc:  # never the text
+            raise EmbeddingUnavailableError(
+                f"the local embedding model failed ({type(exc).__name__})"
+            ) from None
+        finally:
+            if forward.misses != misses:  # it read table rows: rare once warm
+                self._release_table()
         return normalise_rows(vector, self.dimension)[0]
 
     @property

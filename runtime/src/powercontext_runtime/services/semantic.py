@@ -28,6 +28,7 @@ from sqlalchemy import Connection, func, select, text
 from ..contract.system import EmbeddingStatus
 from ..embeddings import Embedder, EmbeddingTimeoutError, EmbeddingUnavailableError
 from ..search.fusion import Admission
+from ..store._heap import release_free_heap
 from ..store._records import iso_time, json_listed
 from ..store._sqlite import sqlite_driver
 from ..store.database import Database
@@ -77,6 +78,9 @@ PENDING_COUNT_CAP = 10_000
 #: Seconds between rewrites of the worker's state file when only the time of its last round
 #: changed (a round runs per write); a change of state is written at once.
 STATE_PUBLISH_SECONDS = 10.0
+#: Seconds at least between two returns of the heap's free pages to the OS by the worker
+#: (``EmbeddingWorker._round``), and only after queries were embedded meanwhile.
+TRIM_SECONDS = 1.0
 #: Seconds the count of stored vectors stands in ``SemanticChannel.status`` (3.7 ms on SQLite,
 #: 14 ms on seekdb at 100k): ``/health/ready`` needs no token, so a poll loop, or a flood,
 #: costs at most one such count a second. The pending count is cheap and always fresh.
@@ -173,6 +177,7 @@ class SemanticChannel:
         search: Admission,
         prepare: Admission,
         waits_on_network: bool = False,
+        inline_queries: bool = False,
     ) -> None:
         self.embedder = embedder
         self.model_id = embedder.model_id
@@ -182,6 +187,10 @@ class SemanticChannel:
         self.prepare = prepare
         #: True when a query embedding is a network call (the route then leaves the loop).
         self.waits_on_network = waits_on_network
+        #: Embed a query (and search the loaded index) on the caller's thread when the
+        #: embedder can do it at once (``embed_query_now``): set for the local model on SQLite,
+        #: where both are CPU work in this process (see :meth:`start_query`).
+        self._inline_queries = inline_queries
         self._db = db
         self._vectors = vectors
         self._query_timeout = query_timeout
@@ -192,6 +201,8 @@ class SemanticChannel:
         self._high_water = 0
         self._next_sweep = 0.0  # time.monotonic() from which the next round sweeps
         self.fallbacks: dict[str, int] = {}
+        #: Query embeddings started (a plain counter: the worker compares it between rounds).
+        self.queries = 0
         self._counted: tuple[float, int] | None = None  # (monotonic, vectors)
         self._counted_lock = threading.Lock()
 
@@ -212,7 +223,21 @@ class SemanticChannel:
         """Start embedding the query (and, with ``scope_id``, searching that scope's loaded
         index for ``k`` candidates, see :meth:`candidates`); :class:`EmbeddingUnavailableError`
         at once when the embedder is busy (more than ``MAX_QUEUED_QUERIES`` waiting) or shut
-        down."""
+        down.
+
+        With ``inline_queries`` and a warm, idle embedder both run here, on the caller's
+        thread, before it returns: the query thread bought no overlap for an in-process model.
+        Its work is numpy calls that each release the interpreter lock and must take it back
+        while the caller's lexical search (Python) holds it, so it progressed mostly once the
+        caller waited, and each of the dozens of hand-offs per query cost a context switch
+        (measured over HTTP at 100k: docs/decisions/semantic-channel.md, "The query embedding
+        runs on the request's thread"). A cold or busy embedder still goes to the thread, with
+        the deadline and the fallback."""
+        self.queries += 1
+        if self._inline_queries:
+            pending = self._inline(query, scope_id, k)
+            if pending is not None:
+                return pending
         with self._queued_lock:
             if self._queued >= MAX_QUEUED_QUERIES:
                 raise EmbeddingTimeoutError("the embedder is busy")
@@ -226,6 +251,26 @@ class SemanticChannel:
             raise EmbeddingUnavailableError("the embedder is shut down") from None
         searched.add_done_callback(lambda done: self._finished(done, embedded))
         return PendingQuery(embedded, searched, deadline, scope_id, k)
+
+    def _inline(self, query: str, scope_id: str | None, k: int) -> PendingQuery | None:
+        """:meth:`start_query` done on this thread, or ``None`` when the embedder cannot
+        answer at once (see ``LocalUSEEmbedder.embed_query_now``)."""
+        embed_now = getattr(self.embedder, "embed_query_now", None)
+        if embed_now is None:
+            return None
+        embedded: Future[npt.NDArray[np.float32]] = Future()
+        searched: Future[Prior | None] = Future()
+        try:
+            vector = embed_now(query)
+        except EmbeddingUnavailableError as exc:  # answered now: the caller falls back
+            embedded.set_exception(exc)
+            searched.set_result(None)
+            return PendingQuery(embedded, searched, time.monotonic(), scope_id, k)
+        if vector is None:
+            return None
+        embedded.set_result(vector)
+        searched.set_result(self._search_ahead(vector, scope_id, k))
+        return PendingQuery(embedded, searched, time.monotonic(), scope_id, k)
 
     def _finished(self, searched: Future[Any], embedded: Future[Any]) -> None:
         self._release()
@@ -245,6 +290,11 @@ class SemanticChannel:
             embedded.set_exception(exc)
             raise
         embedded.set_result(vector)
+        return self._search_ahead(vector, scope_id, k)
+
+    def _search_ahead(
+        self, vector: npt.NDArray[np.float32], scope_id: str | None, k: int
+    ) -> Prior | None:
         if scope_id is None or k <= 0:
             return None
         # Over-fetched like candidates(): superseded versions are dropped there. This search is
@@ -552,6 +602,7 @@ class EmbeddingWorker(BackgroundWorker):
         self._rebuild_after = rebuild_after
         self._written = 0  # vectors written since the last rebuild was asked for
         self._rebuilding: threading.Thread | None = None
+        self._trimmed = (time.monotonic(), 0)  # (when, channel.queries then)
         super().__init__(interval, state_file)
 
     def _woken(self) -> None:
@@ -572,9 +623,27 @@ class EmbeddingWorker(BackgroundWorker):
         drained = count < BATCH * 8
         self._record("idle" if drained else "embedding", None)
         self._written += count
+        self._trim_heap(count)  # first: a rebuild thread started now would wait on its locks
         if drained and self._written >= self._rebuild_after:
             self._start_rebuild()
         return self._interval if drained else 0.0
+
+    def _trim_heap(self, embedded: int) -> None:
+        """Give the heap's free pages back to the OS (``malloc_trim``) after this round
+        embedded entries, or at most every ``TRIM_SECONDS`` once queries were embedded since.
+
+        Why: prompts on the hybrid path allocate megabytes of numpy temporaries each (the
+        query pass, the prefilter, the rescoring), and glibc keeps what they free in its
+        heaps. Measured over HTTP at 100k (docs/decisions/semantic-channel.md, "The worker
+        trims the heap"): 300 long prompts left ≈ 27 MiB of free pages resident, the daemon
+        at 291 MiB against a 300 MiB budget; trimmed, 263 MiB. A trim costs ≈ 0.3-0.5 ms
+        here, on this thread; the memory is reused by the next prompts either way."""
+        queries = self._channel.queries
+        now = time.monotonic()
+        when, seen = self._trimmed
+        if embedded or (queries != seen and now - when >= TRIM_SECONDS):
+            release_free_heap()
+            self._trimmed = (now, queries)
 
     def _failed(self, error_type: str) -> None:
         self._record("failing", error_type)
