@@ -18,11 +18,11 @@ Imported as ``_scopes`` from the script's own directory, like ``_common``.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from _common import MemoryItem, MemoryTextGenerator
+from _common import BenchError, MemoryItem, MemoryTextGenerator, log, publish
 
 #: The options every multi-scope bench takes, and their help texts.
 LAYOUT_OPTIONS = ("scopes", "large", "small", "skew", "measure")
@@ -100,3 +100,25 @@ def interleaved(scopes: Sequence[Scope]) -> list[Scope]:
     share the table's history (row ids, merges) instead of one filling it after the other."""
     by_size = sorted(scopes, key=lambda s: -s.size)
     return [by_size[i // 2] if i % 2 == 0 else by_size[-1 - i // 2] for i in range(len(by_size))]
+
+
+def run_and_publish(
+    name: str,
+    section: str,
+    defaults: Mapping[str, Any],
+    args: argparse.Namespace,
+    run: Callable[[argparse.Namespace], dict[str, Any]],
+    render: Callable[[dict[str, Any]], str],
+) -> int:
+    """A multi-scope bench's ``main``: run it, then publish its report. The default layout
+    owns ``section`` of bench/RESULTS.md; another scope count writes ``<section>-<scopes>``,
+    so a 1,000-scope run never overwrites the 200-scope figures."""
+    try:
+        report = run(args)
+    except BenchError as exc:
+        log(f"{name} failed: {exc}")
+        return 1
+    if args.scopes != defaults["scopes"]:
+        section = f"{section}-{args.scopes}"
+    publish(report, render(report), section if args.write_results else None, as_json=args.json)
+    return 0

@@ -75,7 +75,6 @@ from _common import (
     log,
     machine_facts,
     markdown_table,
-    publish,
     summarize_ms,
     write_memory_export,
 )
@@ -86,6 +85,7 @@ from _scopes import (
     layout,
     measured_scopes,
     resolve_layout,
+    run_and_publish,
     scope_items,
 )
 from prepare_latency import PromptGenerator
@@ -742,18 +742,9 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        report = run(args)
-    except BenchError as exc:
-        log(f"fulltext_scopes failed: {exc}")
-        return 1
-    # The default layout owns the main section; another scale writes a section of its own.
-    section = SECTION if args.scopes == DEFAULTS["scopes"] else f"{SECTION}-{args.scopes}"
-    publish(
-        report, render_markdown(report), section if args.write_results else None, as_json=args.json
+    return run_and_publish(
+        "fulltext_scopes", SECTION, DEFAULTS, parse_args(argv), run, render_markdown
     )
-    return 0
 
 
 if __name__ == "__main__":

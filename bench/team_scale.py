@@ -86,7 +86,6 @@ from _common import (
     markdown_table,
     process_cpu_seconds,
     process_memory_kib,
-    publish,
     serve_process,
     summarize_ms,
     system_busy_cpu_seconds,
@@ -98,6 +97,7 @@ from _scopes import (
     layout,
     measured_scopes,
     resolve_layout,
+    run_and_publish,
     scope_items,
 )
 from prepare_latency import Prompt, PromptGenerator
@@ -1418,18 +1418,7 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        report = run(args)
-    except BenchError as exc:
-        log(f"team_scale failed: {exc}")
-        return 1
-    # The default layout owns the main section; another scale writes a section of its own.
-    section = SECTION if args.scopes == DEFAULTS["scopes"] else f"{SECTION}-{args.scopes}"
-    publish(
-        report, render_markdown(report), section if args.write_results else None, as_json=args.json
-    )
-    return 0
+    return run_and_publish("team_scale", SECTION, DEFAULTS, parse_args(argv), run, render_markdown)
 
 
 if __name__ == "__main__":

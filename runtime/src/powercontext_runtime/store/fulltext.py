@@ -245,10 +245,28 @@ def _prefixed_body(prefix: str, terms: Sequence[str]) -> str:
     return prefix + f" {prefix}".join(terms) if terms else ""
 
 
+class _ScopedFrequencies:
+    """The per-scope document frequencies both backends keep the same way (``search_terms``)."""
+
+    def add_frequencies(
+        self,
+        conn: Connection,
+        family: IndexedFamily,
+        scope_id: str,
+        counts: Counter[str],
+        documents: int,
+    ) -> None:
+        """Add ``documents`` documents whose distinct terms ``counts`` sums to the frequencies
+        (after ``add_many`` calls that were given ``counts``: an import sums a scope's chunks
+        and writes them once)."""
+        if documents:
+            _add_frequencies(conn, family, scope_id, counts, documents)
+
+
 # -- SQLite: FTS5 --------------------------------------------------------------------------
 
 
-class _SqliteFulltext:
+class _SqliteFulltext(_ScopedFrequencies):
     """Per family, an inverted index of scoped tokens and a table of each document's terms.
 
     ``<family>_search_index`` is a contentless FTS5 table (``content=''``, ``detail=none``,
@@ -332,19 +350,6 @@ class _SqliteFulltext:
         driver.executemany(sql.add_tokens, tokens)
         if counts is None:
             _add_frequencies(conn, family, scope_id, summed, len(documents))
-
-    def add_frequencies(
-        self,
-        conn: Connection,
-        family: IndexedFamily,
-        scope_id: str,
-        counts: Counter[str],
-        documents: int,
-    ) -> None:
-        """Add ``documents`` documents whose distinct terms ``counts`` sums to the frequencies
-        (after :meth:`add_many` calls that were given ``counts``)."""
-        if documents:
-            _add_frequencies(conn, family, scope_id, counts, documents)
 
     def remove(self, conn: Connection, family: IndexedFamily, scope_id: str, rowid: int) -> None:
         sql = self._sql[family]
@@ -463,7 +468,7 @@ class _SqliteStatements:
 # -- OceanBase: FULLTEXT with the space parser ---------------------------------------------
 
 
-class _OceanBaseFulltext:
+class _OceanBaseFulltext(_ScopedFrequencies):
     """A plain table per family with a FULLTEXT index (whitespace parser) on scoped tokens.
 
     ``<family>_scoped_search`` holds, per document, its plain analyser terms (``terms``: what
@@ -562,18 +567,6 @@ class _OceanBaseFulltext:
                 cursor.executemany(statement, rows[start : start + _BATCH])
         if counts is None:
             _add_frequencies(conn, family, scope_id, summed, len(documents))
-
-    def add_frequencies(
-        self,
-        conn: Connection,
-        family: IndexedFamily,
-        scope_id: str,
-        counts: Counter[str],
-        documents: int,
-    ) -> None:
-        """As :meth:`_SqliteFulltext.add_frequencies`."""
-        if documents:
-            _add_frequencies(conn, family, scope_id, counts, documents)
 
     def remove(self, conn: Connection, family: IndexedFamily, scope_id: str, rowid: int) -> None:
         sql = self._sql[family]
