@@ -27,7 +27,7 @@ cannot disturb the SQLite figures):
    of a generated export (minutes for 100k; over HTTP, at ~30 entries/s, 100k took about an
    hour, which is why the ratio used to be taken at 20k: ``--seekdb-load http`` still does);
    then, on a third fresh seekdb (``memory_budget`` 2G), ``team_scale.py --database-url …``
-   (O1-O3, issue 32: 200 scopes / 106k entries imported, three daemons, 12 clients over
+   (O1-O4, issue 32: 200 scopes / 106k entries imported, three daemons, 12 clients over
    HTTP, the cross-daemon checks; ≈ 10 min). Not in ``--smoke``: its own smoke test
    (tests/bench/test_team_scale_smoke.py) runs it, and it would add minutes to this chain;
 5. ``portability.py`` (issue 19: export and import entries/s on SQLite at 20k and 100k, and
@@ -271,7 +271,7 @@ def plugin_venv(venv: Path) -> str:
 
 
 def _seekdb_steps(plan: Plan, url: str) -> list[tuple[str, str, list[str]]]:
-    """(name, script, args) of the seekdb steps (P6, then O1-O3 outside ``--smoke``); the
+    """(name, script, args) of the seekdb steps (P6, then O1-O4 outside ``--smoke``); the
     prepare scope is kept with ``--seekdb-dir``."""
     prepare_n = str(SEEKDB_SMOKE_N if plan.smoke else plan.seekdb_entries or BUDGET_N)
     home = plan.seekdb_dir / "daemon-home" if plan.seekdb_dir else plan.work / "prepare-seekdb"
@@ -582,6 +582,9 @@ BUDGETS: tuple[Budget, ...] = (
            TEAM, "team-scale", team_row("mixed.prepare_p95")),
     Budget("O2.5xx", "O2", "seekdb: 12 clients over 3 daemons, 5xx answers", "0", TEAM,
            "team-scale", team_row("mixed.5xx")),
+    Budget("O4.import", "O4", "seekdb: import of the 200-scope corpus (`powercontext "
+           "import`, issue 32)", "≥ 5,000 entries/s", TEAM, "team-scale",
+           team_row("load.entries_per_s")),
     Budget("O3.checks", "O3", "cross-daemon correctness: one approval of 30, 12 writers, "
            "next-request visibility, revoke, SIGKILL", "all pass", TEAM, "team-scale",
            team_row("checks")),

@@ -44,7 +44,7 @@ BUDGET_KEYS = {
     # Issue 19's export/import/migrate budgets (bench/portability.py).
     "X1.export", "X2.import", "X3.migrate", "X4.round-trip",
     # Issue 32's team-scale budgets (bench/team_scale.py; not in --smoke: its own smoke test).
-    "O1.p50", "O1.p95", "O2.ok-per-s", "O2.prepare-p95", "O2.5xx", "O3.checks",
+    "O1.p50", "O1.p95", "O2.ok-per-s", "O2.prepare-p95", "O2.5xx", "O3.checks", "O4.import",
 }  # fmt: skip
 STEPS = (
     "write_scaling", "prepare_latency", "prepare_latency_2_workers", "hook_latency",
@@ -55,7 +55,9 @@ STEPS = (
 NO_SMOKE_MODE = {"recall_quality", "distill_quality", "distill_skills"}
 # Budget ids whose step is not part of --smoke: LoCoMo's data is not in the repository, and
 # team_scale.py (three daemons on seekdb) has a smoke test of its own.
-NOT_IN_SMOKE = {"Q2": "locomo", "O1": "team_scale", "O2": "team_scale", "O3": "team_scale"}
+NOT_IN_SMOKE = {
+    "Q2": "locomo", "O1": "team_scale", "O2": "team_scale", "O3": "team_scale", "O4": "team_scale",
+}  # fmt: skip
 HOOK_SERIES = ("hook", "hook_no_capture", "plugin", "hook_env_bytecode")
 
 # The smoke run takes ≈ 2 min on a quiet 2-core machine; beside the suite's other worker on a
@@ -118,7 +120,7 @@ def test_every_spec_budget_gets_a_numeric_measurement_and_a_smoke_verdict(
     assert {r["key"] for r in rows} == BUDGET_KEYS
     assert {r["id"] for r in rows} == {
         "P1", "P2", "P3", "P4", "P5", "P6", "P7", "Q1", "Q2", "T1", "D1", "D2",
-        "X1", "X2", "X3", "X4", "O1", "O2", "O3",
+        "X1", "X2", "X3", "X4", "O1", "O2", "O3", "O4",
     }  # fmt: skip
     for row in rows:
         if row["id"] in NOT_IN_SMOKE:

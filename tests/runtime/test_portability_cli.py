@@ -16,6 +16,7 @@ from powercontext_runtime.cli.main import main as cli_main
 from powercontext_runtime.cli.progress import Progress
 from powercontext_runtime.composition import Runtime
 from powercontext_runtime.contract.memory import RememberMemoryRequest
+from powercontext_runtime.portability import importer
 from powercontext_runtime.portability import migrate as migrate_module
 from powercontext_runtime.portability.exporter import PROGRESS_KEYS
 from powercontext_runtime.settings import Settings
@@ -114,6 +115,19 @@ def test_bad_arguments_and_files(
         capsys, "export", "--data-dir", str(tmp_path / "empty"), "-o", str(tmp_path / "y")
     )
     assert code == 1 and "(database_not_found)" in stderr
+    out = tmp_path / "scopes.jsonl"
+    assert run(capsys, "export", "--data-dir", str(home), "-o", str(out))[0] == 0
+    other = tmp_path / "other"
+    for command in (["import", str(out)], ["migrate", "--to", f"sqlite:///{tmp_path / 'm.db'}"]):
+        for jobs in ("0", "9"):
+            code, stdout, stderr = run(
+                capsys, *command, "--data-dir", str(other), "--jobs", jobs, "--json"
+            )
+            assert code == 2 and stdout == ""
+            error = json.loads(stderr)["error"]
+            assert error["message"] == "--jobs must be 1 to 8", error
+            assert error["details"] == {"argument": "--jobs"}
+    assert not other.exists() and not (tmp_path / "m.db").exists()  # nothing was opened
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "oceanbase"])
@@ -123,10 +137,23 @@ def test_migrate_copies_and_verifies(
     tmp_path: Path,
     request: pytest.FixtureRequest,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     url = database_url_for(backend, request, tmp_path)
-    code, stdout, stderr = run(capsys, "migrate", "--data-dir", str(home), "--to", url, "--json")
+    at_once: list[int] = []
+    concurrently = importer._write_concurrently
+
+    def spy(write: Any, sections: Any, workers: int) -> None:
+        at_once.append(workers)
+        concurrently(write, sections, workers)
+
+    monkeypatch.setattr(importer, "_write_concurrently", spy)
+    code, stdout, stderr = run(
+        capsys, "migrate", "--data-dir", str(home), "--to", url, "--json", "--jobs", "3"
+    )
     assert code == 0, stderr
+    # Two scopes, so two at once on OceanBase; SQLite writes one at a time whatever --jobs.
+    assert at_once == ([2] if backend == "oceanbase" else [])
     report = json.loads(stdout)
     assert (report["scopes"], report["imported"], report["identical"]) == (2, 2, 0)
     assert report["counts"]["source"] == report["counts"]["target"]

@@ -75,6 +75,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
         action="store_true",
         help="check the file and the database, write nothing",
     )
+    _add_jobs(p)
     p.set_defaults(handler=_import)
 
     p = sub.add_parser(
@@ -122,7 +123,28 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
         metavar="N",
         help="queries per sampled scope, made from its entries (default 5, plus one unrelated)",
     )
+    _add_jobs(p)
     p.set_defaults(handler=_migrate)
+
+
+#: More scopes at once than the write pool's steady connections would only queue.
+MAX_JOBS = 8
+
+
+def _add_jobs(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help=f"OceanBase: scopes written at once, each in its own transaction (1-{MAX_JOBS}, "
+        "default 2); SQLite has one writer at a time and always writes one",
+    )
+
+
+def _jobs(args: argparse.Namespace) -> int | None:
+    if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:
+        raise UsageError(f"--jobs must be 1 to {MAX_JOBS}", details={"argument": "--jobs"})
+    return args.jobs
 
 
 # -- opening the database ------------------------------------------------------------------------
@@ -271,6 +293,7 @@ def _import(args: argparse.Namespace) -> int:
     from ..portability.importer import import_file
     from ..search.analyzer import document_terms
 
+    jobs = _jobs(args)
     with _input(args.file) as handle:
         runtime = _runtime(_settings(args))
         backend = runtime.backend
@@ -282,6 +305,7 @@ def _import(args: argparse.Namespace) -> int:
                 dry_run=args.dry_run,
                 check_progress=_progress(args, "checking", "checked"),
                 write_progress=_progress(args, "importing", "imported"),
+                jobs=jobs,
             )
         finally:
             runtime.close()
@@ -353,6 +377,7 @@ def _migrate(args: argparse.Namespace) -> int:
 
     if args.sample_scopes < 0 or args.sample_queries < 0:
         raise UsageError("--sample-scopes and --sample-queries must be 0 or more")
+    jobs = _jobs(args)
     source_settings = _settings(args)
     target_settings = _settings(args, database_url=args.to)
     shown = make_url(args.to).render_as_string(hide_password=True)
@@ -387,6 +412,7 @@ def _migrate(args: argparse.Namespace) -> int:
                 sample_queries=args.sample_queries,
                 progress=progress,
                 work_dir=source_settings.home,
+                jobs=jobs,
             )
         finally:
             target.close()

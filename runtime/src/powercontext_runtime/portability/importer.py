@@ -25,7 +25,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -71,7 +71,7 @@ from .records import (
     zero_counts,
 )
 
-__all__ = ["ImportSummary", "import_file", "plan_import"]
+__all__ = ["ImportSummary", "default_jobs", "import_file", "plan_import"]
 
 Analyze = Callable[[str], list[str]]
 Progress = Callable[[int, int], None]
@@ -124,22 +124,51 @@ class ImportSummary:
 # -- reading -----------------------------------------------------------------------------------
 
 
+def _read_at(handle: IO[bytes], offset: int, size: int) -> bytes:
+    """Up to ``size`` bytes from ``offset``. Scopes may be written by several threads at once,
+    each reading its own section of the one handle: a seek and its read are one step."""
+    with _READ_LOCK:
+        handle.seek(offset)
+        return handle.read(size)
+
+
+_READ_LOCK = threading.Lock()
+_BLOCK = 1 << 20  # bytes read at a time
+
+
 def _lines(handle: IO[bytes], start: int, first_line: int) -> Iterator[tuple[int, int, bytes]]:
-    """(line number, byte offset, raw line) from ``start``; refuses over-long lines."""
-    handle.seek(start)
-    offset, number = start, first_line
+    """(line number, byte offset, raw line) from ``start``; refuses over-long lines.
+
+    Reads by offset, block by block, so that it never depends on where the handle was left
+    (another thread's reader may have moved it)."""
+    offset, number, position = start, first_line, start
+    pending = b""
     while True:
-        raw = handle.readline(MAX_LINE_BYTES + 1)
-        if not raw:
+        block = _read_at(handle, position, _BLOCK)
+        position += len(block)
+        data = pending + block if pending else block
+        cut = 0
+        while (newline := data.find(b"\n", cut)) >= 0:
+            raw = data[cut : newline + 1]
+            if len(raw) > MAX_LINE_BYTES:
+                raise _too_long(number)
+            yield number, offset, raw
+            offset += len(raw)
+            number += 1
+            cut = newline + 1
+        pending = data[cut:]
+        if len(pending) > MAX_LINE_BYTES:
+            raise _too_long(number)
+        if not block:
+            if pending:
+                yield number, offset, pending
             return
-        if len(raw) > MAX_LINE_BYTES:
-            raise ExportFormatError(
-                f"line {number}: longer than {MAX_LINE_BYTES:,} bytes",
-                details={"line": number},
-            )
-        yield number, offset, raw
-        offset += len(raw)
-        number += 1
+
+
+def _too_long(number: int) -> ExportFormatError:
+    return ExportFormatError(
+        f"line {number}: longer than {MAX_LINE_BYTES:,} bytes", details={"line": number}
+    )
 
 
 def _parse(raw: bytes, number: int) -> Any:
@@ -190,7 +219,9 @@ def plan_import(handle: IO[bytes], progress: Progress | None = None) -> ImportPl
     digest = hashlib.sha256()
     done = 0
     number = 1
+    end = len(first[2])
     for number, offset, raw in lines:
+        end = offset + len(raw)
         record = _parse(raw, number)
         if isinstance(record, dict) and record.get("type") == "scope":
             if reader is not None:
@@ -217,7 +248,6 @@ def plan_import(handle: IO[bytes], progress: Progress | None = None) -> ImportPl
             done += 1
             if progress is not None and done % 1000 == 0:
                 progress(done, total)
-    end = handle.tell()
     if reader is not None:
         _close(reader, sections[-1], digest, number + 1, end)
     if len(sections) != len(head.scopes):
@@ -449,7 +479,10 @@ class _Analyser:
         if expected >= _PARALLEL_MIN and _can_fork():
             try:
                 self._pool = ProcessPoolExecutor(1, mp_context=get_context("fork"))
-            except (OSError, ValueError):  # no processes to be had: analyse here
+                # The pool forks at its first task: make that now, while this process still
+                # runs one thread (scopes written at once each have a thread).
+                self._pool.submit(int).result()
+            except (OSError, ValueError, RuntimeError):  # no processes to be had: analyse here
                 self._pool = None
 
     def submit(self, texts: list[str]) -> Callable[[], list[str]]:
@@ -488,11 +521,40 @@ def _next_id(conn: Connection, table: Table) -> int:
     return int(conn.execute(select(func.max(table.c.id))).scalar() or 0) + 1
 
 
+class _RowIds:
+    """Internal row ids for the scopes being written, a block per scope.
+
+    Each scope's transaction once read ``max(id) + 1`` for itself; two scopes written at once
+    would both read the same number (neither sees the other's rows), so the blocks are handed
+    out here, under a lock, each starting after everything committed and everything handed
+    out before it. A block is sized from pass 1's counts; ids a retried or failed scope did not
+    use are left as a gap, which nothing minds."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next: dict[str, int] = {}
+
+    def reserve(self, conn: Connection, table: Table, count: int) -> range:
+        with self._lock:
+            first = max(_next_id(conn, table), self._next.get(table.name, 0))
+            self._next[table.name] = first + count
+            return range(first, first + count)
+
+
+class _Overrun(Exception):
+    """More rows than pass 1 counted: the file changed (the caller says so)."""
+
+
 class _ScopeWriter:
     """Writes one scope's records inside the caller's transaction."""
 
     def __init__(
-        self, db: Database, conn: Connection, analyze: Analyze, analyser: _Analyser
+        self,
+        db: Database,
+        conn: Connection,
+        analyze: Analyze,
+        analyser: _Analyser,
+        ids: tuple[range, range],
     ) -> None:
         batch = _BATCH[db.backend]
         self._db = db
@@ -508,8 +570,7 @@ class _ScopeWriter:
         self._artifacts = _Rows(conn, artifact_revisions, batch)
         self._sources = _Rows(conn, sources, batch)
         self._flush_runs = _Rows(conn, flush_runs, batch)
-        self._version_id = _next_id(conn, memory_versions)
-        self._artifact_id = _next_id(conn, artifact_revisions)
+        self._version_ids, self._artifact_ids = (iter(block) for block in ids)
         self._entries: dict[str, _Current] = {}
         self._experience: dict[str, tuple[int, dict[str, str]]] = {}
         self.scope_id = ""
@@ -529,8 +590,7 @@ class _ScopeWriter:
         )
 
     def _memory_version(self, r: dict[str, Any]) -> None:
-        rowid = self._version_id
-        self._version_id += 1
+        rowid = _take(self._version_ids)
         revision = r["revision"]
         tags = r["tags"]
         self._versions.add(
@@ -588,8 +648,7 @@ class _ScopeWriter:
         self._texts = []
 
     def _artifact_revision(self, r: dict[str, Any]) -> None:
-        rowid = self._artifact_id
-        self._artifact_id += 1
+        rowid = _take(self._artifact_ids)
         self._artifacts.add(
             {
                 "id": rowid,
@@ -776,6 +835,13 @@ class _ScopeWriter:
         fulltext.add_many(self._conn, "experience", self.scope_id, experience)
 
 
+def _take(ids: Iterator[int]) -> int:
+    rowid = next(ids, None)
+    if rowid is None:
+        raise _Overrun
+    return rowid
+
+
 def _refs_json(refs: list[Any]) -> str:
     """Evidence as the stores write it (``dump_refs``: the models' field order)."""
     return "[]" if not refs else json.dumps(refs, separators=(",", ":"))
@@ -808,21 +874,30 @@ def _write_section(
     section: ScopeSection,
     analyze: Analyze,
     analyser: _Analyser,
-    progress: Callable[[int], int],
+    ids: _RowIds,
+    progress: Callable[[int], None],
 ) -> None:
-    started = progress(0)
+    reported = [0]
+
+    def advance(step: int) -> None:
+        reported[0] += step
+        progress(step)
 
     def work(conn: Connection) -> None:
-        progress(started - progress(0))  # a retried attempt starts the count again
+        advance(-reported[0])  # a retried attempt starts its count again
         if _scope_exists(conn, section.scope_id):
             raise ConflictError(
                 f"scope number {section.index + 1} (line {section.line}) was created in this "
-                "database while the import ran; the scopes before it were imported, and "
-                "running the import again skips them",
+                "database while the import ran; the import stopped there: the scopes it had "
+                "written stay, and running it again skips them",
                 code="import_conflict",
                 details={"conflicts": [{"scope_index": section.index, "line": section.line}]},
             )
-        writer = _ScopeWriter(db, conn, analyze, analyser)
+        blocks = (
+            ids.reserve(conn, memory_versions, section.counts["memory_versions"]),
+            ids.reserve(conn, artifact_revisions, section.counts["artifact_revisions"]),
+        )
+        writer = _ScopeWriter(db, conn, analyze, analyser, blocks)
         done = 0
         digest = hashlib.sha256()
         try:
@@ -835,7 +910,7 @@ def _write_section(
                     if record["type"] in _PROGRESS_TYPES:
                         done += 1
                         if done % 1000 == 0:
-                            progress(1000)
+                            advance(1000)
                 writer.finish()
             changed = digest.hexdigest() != section.raw_digest
         except Exception:
@@ -846,7 +921,7 @@ def _write_section(
             raise
         if changed:
             raise _file_changed(section)  # rolls the scope's transaction back
-        progress(done % 1000)
+        advance(done % 1000)
 
     db.write(work)
 
@@ -872,27 +947,85 @@ def write_plan(
     plan: ImportPlan,
     analyze: Analyze,
     progress: Progress | None = None,
+    *,
+    jobs: int | None = None,
 ) -> None:
-    """Pass 2: write the plan's new scopes, one transaction each."""
+    """Pass 2: write the plan's new scopes, one transaction each, ``jobs`` scopes at a time
+    (default :func:`default_jobs`)."""
     new = plan.new
     total = sum(section.counts[key] for section in new for key in PROGRESS_KEYS)
+    lock = threading.Lock()
     written = [0]
 
-    def advance(step: int) -> int:
-        written[0] += step
-        if progress is not None and step:
-            progress(written[0], total)
-        return written[0]
+    def advance(step: int) -> None:
+        with lock:
+            written[0] += step
+            if progress is not None and step:
+                progress(written[0], total)
 
     if progress is not None:
         progress(0, total)
     versions = sum(section.counts["memory_versions"] for section in new)
+    # SQLite has one writer at a time: a second scope would only wait for the first, and
+    # time out behind a large one.
+    workers = 1 if db.backend == "sqlite" else min(jobs or default_jobs(db), len(new))
+    # Started before any writer thread: the analyser's worker is forked, which is safe only
+    # while this process runs one thread.
     analyser = _Analyser(analyze, versions)
+    ids = _RowIds()
+
+    def write(section: ScopeSection) -> None:
+        _write_section(db, handle, section, analyze, analyser, ids, advance)
+
     try:
-        for section in new:
-            _write_section(db, handle, section, analyze, analyser, advance)
+        if workers <= 1:
+            for section in new:
+                write(section)
+        else:
+            _write_concurrently(write, new, workers)
     finally:
         analyser.close()
+
+
+def default_jobs(db: Database) -> int:
+    """Scopes written at once unless told: on OceanBase two, each on a connection of its own
+    (the server runs each transaction's statements on one thread; docs/decisions/
+    oceanbase-writes.md); on SQLite always one."""
+    return 2 if db.backend == "oceanbase" else 1
+
+
+def _write_concurrently(
+    write: Callable[[ScopeSection], None], sections: list[ScopeSection], workers: int
+) -> None:
+    """The largest scopes first (a large one started last would finish alone), ``workers``
+    at a time. After a failure no further scope starts; the ones under way finish (each is
+    whole or absent either way), and the failure of the earliest scope in the file is raised.
+    """
+    failed = threading.Event()
+
+    def attempt(section: ScopeSection) -> None:
+        if failed.is_set():
+            return
+        try:
+            write(section)
+        except BaseException:
+            failed.set()
+            raise
+
+    order = sorted(sections, key=lambda s: (-_size(s), s.index))
+    errors: list[tuple[int, BaseException]] = []
+    with ThreadPoolExecutor(workers, thread_name_prefix="powercontext-import") as pool:
+        futures = {pool.submit(attempt, section): section for section in order}
+        for future, section in futures.items():
+            error = future.exception()
+            if error is not None:
+                errors.append((section.index, error))
+    if errors:
+        raise min(errors, key=operator.itemgetter(0))[1]
+
+
+def _size(section: ScopeSection) -> int:
+    return sum(section.counts[key] for key in PROGRESS_KEYS)
 
 
 def import_file(
@@ -903,10 +1036,11 @@ def import_file(
     dry_run: bool = False,
     check_progress: Progress | None = None,
     write_progress: Progress | None = None,
+    jobs: int | None = None,
 ) -> ImportSummary:
     """Check ``handle`` (a seekable binary file), then import its new scopes."""
     plan = plan_import(handle, check_progress)
     check_against(db, handle, plan)
     if not dry_run:
-        write_plan(db, handle, plan, analyze, write_progress)
+        write_plan(db, handle, plan, analyze, write_progress, jobs=jobs)
     return summarize(plan, dry_run=dry_run)

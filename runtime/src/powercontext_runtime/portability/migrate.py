@@ -87,6 +87,7 @@ def migrate(
     sample_queries: int = 5,
     progress: ProgressFactory = lambda _: None,
     work_dir: Path | None = None,
+    jobs: int | None = None,
 ) -> MigrationReport:
     """Copy ``scopes`` (default all) from ``source`` into ``target`` and verify the copy."""
     if _same_database(source, target):
@@ -112,7 +113,7 @@ def migrate(
         report.counts = dict(plan.header.counts)
 
         started = time.perf_counter()
-        write_plan(target.db, handle, plan, document_terms, progress("importing"))
+        write_plan(target.db, handle, plan, document_terms, progress("importing"), jobs=jobs)
         report.seconds["import"] = time.perf_counter() - started
 
         started = time.perf_counter()

@@ -1,0 +1,176 @@
+"""Several scopes imported at once (``--jobs``): the same database as one at a time.
+
+On OceanBase an import writes two scopes at once by default, each in its own transaction on
+its own connection; the row ids each scope gets are reserved up front, so two open
+transactions never pick the same ones. These tests hold the result to the serial import's:
+the same export bytes, the same packs, a complete search index, each scope's rows in the
+file's order, and a failure that leaves every scope whole or absent.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from powercontext_runtime.composition import Runtime
+from powercontext_runtime.errors import InvalidRequestError
+from powercontext_runtime.portability import importer
+from powercontext_runtime.portability.exporter import export
+from powercontext_runtime.portability.records import ExportFormatError
+from powercontext_runtime.search.analyzer import document_terms
+from powercontext_runtime.settings import Settings
+from tests.support.backends import database_url_for
+from tests.support.realistic_scope import packs, populate
+
+SCOPES = [f"git:example.com/acme/repo-{n}" for n in range(4)]
+
+
+def open_runtime(backend: str, request: pytest.FixtureRequest, where: Path) -> Runtime:
+    where.mkdir(parents=True, exist_ok=True)
+    url = database_url_for(backend, request, where)
+    return Runtime.open(Settings.load(env={}, home=where / "home", database_url=url))
+
+
+def exported(rt: Runtime, scopes: list[str] | None = None) -> bytes:
+    out = io.BytesIO()
+    export(rt.db, out, scopes)
+    return out.getvalue()
+
+
+def body(data: bytes) -> bytes:
+    """The export without its header (which names the backend)."""
+    return data.split(b"\n", 1)[1]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Runtime, bytes]]:
+    """A SQLite database of four realistic scopes, and its export."""
+    where = tmp_path_factory.mktemp("source")
+    rt = Runtime.open(Settings.load(env={}, home=where / "home"))
+    for scope in SCOPES:
+        populate(rt, scope)
+    try:
+        yield rt, exported(rt)
+    finally:
+        rt.close()
+
+
+def write(rt: Runtime, data: bytes, **kwargs: Any) -> importer.ImportSummary:
+    return importer.import_file(rt.db, io.BytesIO(data), document_terms, **kwargs)
+
+
+def version_order(rt: Runtime, scope: str) -> list[str]:
+    with rt.db.read() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT entry_version_id FROM memory_versions WHERE scope_id = %s ORDER BY id"
+            if rt.backend == "oceanbase"
+            else "SELECT entry_version_id FROM memory_versions WHERE scope_id = ? ORDER BY id",
+            (scope,),
+        ).all()
+    return [row[0] for row in rows]
+
+
+def file_order(data: bytes, scope: str) -> list[str]:
+    records = (json.loads(line) for line in data.splitlines()[1:])
+    return [
+        r["entry_version_id"]
+        for r in records
+        if r["type"] == "memory_version" and r["scope_id"] == scope
+    ]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "oceanbase"])
+def test_scopes_written_at_once_give_the_database_one_at_a_time_gives(
+    backend: str,
+    source: tuple[Runtime, bytes],
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    origin, data = source
+    target = open_runtime(backend, request, tmp_path / "target")
+    meeting = threading.Barrier(2, timeout=120)
+    real_finish = importer._ScopeWriter.finish
+
+    def finish(writer: importer._ScopeWriter) -> None:
+        # OceanBase: the first two scopes meet here, both inside their open transactions, or
+        # the barrier breaks and the import fails. SQLite has one writer at a time.
+        if backend == "oceanbase" and writer.scope_id in SCOPES[:2]:
+            meeting.wait()
+        real_finish(writer)
+
+    monkeypatch.setattr(importer._ScopeWriter, "finish", finish)
+    try:
+        summary = write(target, data, jobs=3)
+        assert summary.imported == len(SCOPES)
+        assert body(exported(target)) == body(data)
+        for scope in SCOPES:
+            assert packs(target, scope) == packs(origin, scope)
+            assert version_order(target, scope) == file_order(data, scope)
+        assert target.stale_indexes() == []
+        assert write(target, data, jobs=3).identical == len(SCOPES)  # a rerun skips them all
+    finally:
+        target.close()
+
+
+def test_a_failed_scope_stops_the_rest_and_leaves_each_scope_whole_or_absent(
+    source: tuple[Runtime, bytes], request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    origin, data = source
+    target = open_runtime("oceanbase", request, tmp_path / "target")
+    try:
+        handle = io.BytesIO(data)
+        plan = importer.plan_import(handle)
+        importer.check_against(target.db, handle, plan)
+        plan.sections[1].raw_digest = "0" * 64  # as if its bytes changed since pass 1
+        with pytest.raises(InvalidRequestError) as caught:
+            importer.write_plan(target.db, handle, plan, document_terms, jobs=2)
+        assert caught.value.code == "import_file_changed"
+        assert caught.value.details == {"line": plan.sections[1].line}
+        stored = exported(target)
+        present = json.loads(stored.split(b"\n", 1)[0])["scopes"]
+        assert SCOPES[1] not in present
+        for scope in present:  # each whole: exactly the source's records
+            assert body(exported(target, [scope])) == body(exported(origin, [scope]))
+        assert write(target, data).imported == len(SCOPES) - len(present)
+        assert body(exported(target)) == body(data)
+    finally:
+        target.close()
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 7, 1 << 20])
+def test_lines_are_the_files_lines_whatever_the_block_size(
+    block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(importer, "_BLOCK", block)
+    data = b'{"a":1}\n\n{"b":"\xe6\x95\xb0"}\r\nlast'
+    handle = io.BytesIO(data)
+    lines = list(importer._lines(handle, 0, 1))
+    assert lines == [
+        (1, 0, b'{"a":1}\n'),
+        (2, 8, b"\n"),
+        (3, 9, b'{"b":"\xe6\x95\xb0"}\r\n'),
+        (4, 22, b"last"),
+    ]
+    handle.seek(0)  # wherever the handle was left, a reader starts at its own offset
+    assert list(importer._lines(handle, 8, 2)) == lines[1:]
+
+
+@pytest.mark.parametrize("block", [4, 1 << 20])
+def test_an_over_long_line_is_refused_at_its_number(
+    block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(importer, "_BLOCK", block)
+    monkeypatch.setattr(importer, "MAX_LINE_BYTES", 10)
+    for data, line in ((b"short\n" + b"x" * 11, 2), (b"ok\n" + b"y" * 10 + b"\nz\n", 2)):
+        with pytest.raises(ExportFormatError) as caught:
+            list(importer._lines(io.BytesIO(data), 0, 1))
+        assert caught.value.details == {"line": line}
+    exactly = b"a" * 9 + b"\n"  # ten bytes with its newline: allowed
+    assert [raw for _, _, raw in importer._lines(io.BytesIO(exactly), 0, 1)] == [exactly]
