@@ -19,12 +19,14 @@ from typing import Any
 import pytest
 
 from powercontext_runtime.composition import Runtime
+from powercontext_runtime.contract.memory import ListMemoryEntriesRequest, RememberMemoryRequest
 from powercontext_runtime.errors import InvalidRequestError
 from powercontext_runtime.portability import importer
-from powercontext_runtime.portability.exporter import export
+from powercontext_runtime.portability.exporter import PROGRESS_KEYS, export
 from powercontext_runtime.portability.records import ExportFormatError
 from powercontext_runtime.search.analyzer import document_terms
 from powercontext_runtime.settings import Settings
+from powercontext_runtime.store.database import RetryableConflict
 from tests.support.backends import database_url_for
 from tests.support.realistic_scope import packs, populate
 
@@ -142,6 +144,94 @@ def test_a_failed_scope_stops_the_rest_and_leaves_each_scope_whole_or_absent(
         assert body(exported(target)) == body(data)
     finally:
         target.close()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_import_beside_a_live_writer_loses_nothing(
+    jobs: int,
+    source: tuple[Runtime, bytes],
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A daemon keeps remembering while the import writes (docs/portability.md: "a running
+    one may keep serving"). On OceanBase a daemon's row takes the table's next
+    ``AUTO_INCREMENT`` value, which the server moves past each id the import inserts: the
+    daemon's row once took the id the import's next batch needed, and the import failed on
+    every retry. Here a remember commits after every batch of versions the import inserts."""
+    origin, data = source
+    target = open_runtime("oceanbase", request, tmp_path / "target")
+    live = "git:example.com/acme/live"
+    written: list[str] = []
+    monkeypatch.setattr(importer, "_BATCH", {"sqlite": 5, "oceanbase": 5})
+    real_flush = importer._Rows.flush
+    lock = threading.Lock()
+
+    def flush(rows: importer._Rows) -> None:
+        pending = bool(rows._rows)
+        real_flush(rows)
+        if pending and " memory_versions " in rows._sql:
+            with lock:
+                text = f"live note {len(written)}"
+                written.append(text)
+            target.memory.remember(RememberMemoryRequest(scope_id=live, kind="fact", text=text))
+
+    monkeypatch.setattr(importer._Rows, "flush", flush)
+    try:
+        assert write(target, data, jobs=jobs).imported == len(SCOPES)
+        assert len(written) >= 2 * len(SCOPES)  # several batches per scope, a remember each
+        assert body(exported(target, SCOPES)) == body(data)
+        for scope in SCOPES:
+            assert packs(target, scope) == packs(origin, scope)
+            assert version_order(target, scope) == file_order(data, scope)
+        page = target.memory.list(ListMemoryEntriesRequest(scope_id=live, limit=100))
+        assert sorted(e.text for e in page.entries) == sorted(written)
+        assert target.stale_indexes() == []
+    finally:
+        target.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "oceanbase"])
+def test_a_retried_scope_is_written_whole_in_fresh_ids(
+    backend: str,
+    source: tuple[Runtime, bytes],
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scope whose transaction fails after some of its rows went in (a deadlock, a lock
+    timeout) is written again from the start; on OceanBase in a block of its own, since a
+    daemon's row may since have taken an id of the first one."""
+    origin, data = source
+    target = open_runtime(backend, request, tmp_path / "target")
+    monkeypatch.setattr(importer, "_BATCH", {"sqlite": 5, "oceanbase": 5})
+    real_finish = importer._ScopeWriter.finish
+    attempts: list[str] = []
+
+    def finish(writer: importer._ScopeWriter) -> None:
+        attempts.append(writer.scope_id)
+        if attempts.count(SCOPES[2]) == 1 and writer.scope_id == SCOPES[2]:
+            raise RetryableConflict  # after its first batches were inserted
+        real_finish(writer)
+
+    monkeypatch.setattr(importer._ScopeWriter, "finish", finish)
+    progress: list[int] = []
+    try:
+        summary = write(target, data, jobs=2, write_progress=lambda done, _: progress.append(done))
+        assert summary.imported == len(SCOPES) and attempts.count(SCOPES[2]) == 2
+        assert body(exported(target)) == body(data)
+        for scope in SCOPES:
+            assert packs(target, scope) == packs(origin, scope)
+            assert version_order(target, scope) == file_order(data, scope)
+        assert target.stale_indexes() == []
+        assert progress[-1] == summary_total(data)  # progress ends at the file's total
+    finally:
+        target.close()
+
+
+def summary_total(data: bytes) -> int:
+    header = json.loads(data.split(b"\n", 1)[0])
+    return sum(header["counts"][key] for key in PROGRESS_KEYS)
 
 
 @pytest.mark.parametrize("block", [1, 2, 3, 7, 1 << 20])

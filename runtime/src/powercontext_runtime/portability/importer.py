@@ -521,24 +521,71 @@ def _next_id(conn: Connection, table: Table) -> int:
     return int(conn.execute(select(func.max(table.c.id))).scalar() or 0) + 1
 
 
+#: The tables whose row ids an import assigns itself, with the count that sizes each block.
+_ID_TABLES = ((memory_versions, "memory_versions"), (artifact_revisions, "artifact_revisions"))
+#: OceanBase: ids left free between what is committed and an import's block, for rows that
+#: running daemons had numbered but not committed when the block was taken.
+_LIVE_GAP = 10_000
+
+
 class _RowIds:
-    """Internal row ids for the scopes being written, a block per scope.
+    """Internal row ids for the scopes being written: a block per scope and table, in which
+    the scope's rows get ascending ids in the file's order.
 
-    Each scope's transaction once read ``max(id) + 1`` for itself; two scopes written at once
-    would both read the same number (neither sees the other's rows), so the blocks are handed
-    out here, under a lock, each starting after everything committed and everything handed
-    out before it. A block is sized from pass 1's counts; ids a retried or failed scope did not
-    use are left as a gap, which nothing minds."""
+    SQLite has one writer: inside a scope's transaction nothing else writes, so the block
+    starts at ``max(id) + 1``. OceanBase serves daemons while it imports, and a daemon's
+    insert takes the table's next ``AUTO_INCREMENT`` value, which the server moves past every
+    explicit id the moment it is inserted, committed or not: once a scope's first batch was
+    in, a daemon's next row took the id its second batch needed, and the scope failed
+    (``Duplicate entry``), again on every retry. So on OceanBase all the scopes' blocks are
+    taken at once, ``_LIVE_GAP`` above the committed rows, and the counter is moved past them
+    (``ALTER TABLE … AUTO_INCREMENT``, ignored by the server if already beyond) before any
+    is written; daemons number their rows after it. Scopes written at once take disjoint
+    blocks, and a retried scope a fresh one (a daemon's row may have landed in its first).
+    """
 
-    def __init__(self) -> None:
+    def __init__(self, db: Database, sections: list[ScopeSection]) -> None:
+        self._db = db
         self._lock = threading.Lock()
-        self._next: dict[str, int] = {}
+        self._blocks: dict[tuple[int, str], range] = {}
+        self._end: dict[str, int] = {}
+        if db.backend == "oceanbase" and sections:
+            with db.read() as conn:
+                for table, key in _ID_TABLES:
+                    first = _next_id(conn, table) + _LIVE_GAP
+                    for section in sections:
+                        count = section.counts[key]
+                        self._blocks[section.index, table.name] = range(first, first + count)
+                        first += count
+                    self._end[table.name] = first
+            for table, _ in _ID_TABLES:
+                self._move_counter(table, self._end[table.name])
 
-    def reserve(self, conn: Connection, table: Table, count: int) -> range:
-        with self._lock:
-            first = max(_next_id(conn, table), self._next.get(table.name, 0))
-            self._next[table.name] = first + count
+    def blocks(self, conn: Connection, section: ScopeSection) -> tuple[range, range]:
+        """The scope's blocks for this attempt: its versions', its artifact revisions'."""
+        versions, artifacts = (self._block(conn, section, table, key) for table, key in _ID_TABLES)
+        return versions, artifacts
+
+    def _block(self, conn: Connection, section: ScopeSection, table: Table, key: str) -> range:
+        count = section.counts[key]
+        if self._db.backend == "sqlite":
+            first = _next_id(conn, table)
             return range(first, first + count)
+        with self._lock:
+            block = self._blocks.pop((section.index, table.name), None)
+            if block is not None:
+                return block
+            if count == 0:
+                return range(0)
+            # A retry: after everything committed and everything handed out.
+            first = max(self._end[table.name], _next_id(conn, table) + _LIVE_GAP)
+            self._end[table.name] = first + count
+        self._move_counter(table, first + count)
+        return range(first, first + count)
+
+    def _move_counter(self, table: Table, end: int) -> None:
+        statement = f"ALTER TABLE {table.name} AUTO_INCREMENT = {int(end)}"
+        self._db.maintain(lambda conn: conn.exec_driver_sql(statement))
 
 
 class _Overrun(Exception):
@@ -893,11 +940,7 @@ def _write_section(
                 code="import_conflict",
                 details={"conflicts": [{"scope_index": section.index, "line": section.line}]},
             )
-        blocks = (
-            ids.reserve(conn, memory_versions, section.counts["memory_versions"]),
-            ids.reserve(conn, artifact_revisions, section.counts["artifact_revisions"]),
-        )
-        writer = _ScopeWriter(db, conn, analyze, analyser, blocks)
+        writer = _ScopeWriter(db, conn, analyze, analyser, ids.blocks(conn, section))
         done = 0
         digest = hashlib.sha256()
         try:
@@ -972,7 +1015,7 @@ def write_plan(
     # Started before any writer thread: the analyser's worker is forked, which is safe only
     # while this process runs one thread.
     analyser = _Analyser(analyze, versions)
-    ids = _RowIds()
+    ids = _RowIds(db, new)
 
     def write(section: ScopeSection) -> None:
         _write_section(db, handle, section, analyze, analyser, ids, advance)
