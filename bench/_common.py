@@ -900,6 +900,27 @@ def publish(report: dict[str, Any], markdown: str, section: str | None, *, as_js
     print(json.dumps(report, indent=2, ensure_ascii=False) if as_json else markdown)
 
 
+def run_and_publish(
+    name: str,
+    args: Any,
+    run: Callable[[Any], dict[str, Any]],
+    render: Callable[[dict[str, Any]], str],
+    section: str | Callable[[dict[str, Any]], str | None] | None,
+) -> int:
+    """A bench's ``main`` once its arguments are parsed: run it, then :func:`publish` its
+    report, into ``section`` with ``--write-results`` (a name, or a function of the report
+    that may decline with None). A :class:`BenchError` is the bench's failure: logged, exit 1.
+    """
+    try:
+        report = run(args)
+    except BenchError as exc:
+        log(f"{name} failed: {exc}")
+        return 1
+    chosen = section(report) if callable(section) else section
+    publish(report, render(report), chosen if args.write_results else None, as_json=args.json)
+    return 0
+
+
 def process_memory_kib(pid: int) -> dict[str, int]:
     """``VmRSS`` (resident now) and ``VmHWM`` (peak resident) of a local process, in KiB.
 

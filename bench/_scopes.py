@@ -22,7 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from _common import BenchError, MemoryItem, MemoryTextGenerator, log, publish
+import _common
+from _common import MemoryItem, MemoryTextGenerator
 
 #: The options every multi-scope bench takes, and their help texts.
 LAYOUT_OPTIONS = ("scopes", "large", "small", "skew", "measure")
@@ -110,15 +111,9 @@ def run_and_publish(
     run: Callable[[argparse.Namespace], dict[str, Any]],
     render: Callable[[dict[str, Any]], str],
 ) -> int:
-    """A multi-scope bench's ``main``: run it, then publish its report. The default layout
-    owns ``section`` of bench/RESULTS.md; another scope count writes ``<section>-<scopes>``,
-    so a 1,000-scope run never overwrites the 200-scope figures."""
-    try:
-        report = run(args)
-    except BenchError as exc:
-        log(f"{name} failed: {exc}")
-        return 1
+    """A multi-scope bench's ``main``: the default layout owns ``section`` of
+    bench/RESULTS.md; another scope count writes ``<section>-<scopes>``, so a 1,000-scope run
+    never overwrites the 200-scope figures."""
     if args.scopes != defaults["scopes"]:
         section = f"{section}-{args.scopes}"
-    publish(report, render(report), section if args.write_results else None, as_json=args.json)
-    return 0
+    return _common.run_and_publish(name, args, run, render, section)

@@ -24,11 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     BenchError,
     command_line,
-    log,
     machine_facts,
     markdown_table,
     open_target,
-    publish,
+    run_and_publish,
     summarize_ms,
 )
 
@@ -160,14 +159,7 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        report = run(args)
-    except BenchError as exc:
-        log(f"bootstrap_latency failed: {exc}")
-        return 1
-    section = SECTION if args.write_results else None
-    publish(report, render_markdown(report), section, as_json=args.json)
-    return 0
+    return run_and_publish("bootstrap_latency", args, run, render_markdown, SECTION)
 
 
 if __name__ == "__main__":

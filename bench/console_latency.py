@@ -57,7 +57,7 @@ from _common import (
     log,
     machine_facts,
     markdown_table,
-    publish,
+    run_and_publish,
     summarize_ms,
     system_busy_cpu_seconds,
     tree_cpu_seconds,
@@ -663,16 +663,13 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        report = run(args)
-    except BenchError as exc:
-        log(f"console_latency failed: {exc}")
-        return 1
-    section = None
-    if args.write_results and not args.smoke:  # one block per backend
-        section = SECTION if report["backend"] == "sqlite" else f"{SECTION}-oceanbase"
-    publish(report, render_markdown(report), section, as_json=args.json)
-    return 0
+
+    def section(report: dict[str, Any]) -> str | None:
+        if args.smoke:
+            return None
+        return SECTION if report["backend"] == "sqlite" else f"{SECTION}-oceanbase"  # per backend
+
+    return run_and_publish("console_latency", args, run, render_markdown, section)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from _common import (
     log,
     machine_facts,
     process_cpu_seconds,
-    publish,
+    run_and_publish,
     write_scopes_export,
 )
 from _scopes import add_layout_arguments, interleaved, layout, resolve_layout, scope_items
@@ -248,15 +248,7 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        report = run(args)
-    except BenchError as exc:
-        log(f"import_jobs failed: {exc}")
-        return 1
-    publish(
-        report, render_markdown(report), SECTION if args.write_results else None, as_json=args.json
-    )
-    return 0
+    return run_and_publish("import_jobs", args, run, render_markdown, SECTION)
 
 
 if __name__ == "__main__":

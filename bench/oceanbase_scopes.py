@@ -67,7 +67,7 @@ from _common import (
     log,
     machine_facts,
     markdown_table,
-    publish,
+    run_and_publish,
     summarize_ms,
 )
 
@@ -876,15 +876,7 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        report = run(args)
-    except BenchError as exc:
-        log(f"oceanbase_scopes failed: {exc}")
-        return 1
-    publish(
-        report, render_markdown(report), SECTION if args.write_results else None, as_json=args.json
-    )
-    return 0
+    return run_and_publish("oceanbase_scopes", args, run, render_markdown, SECTION)
 
 
 if __name__ == "__main__":

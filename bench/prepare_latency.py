@@ -67,7 +67,7 @@ from _common import (
     machine_facts,
     markdown_table,
     open_target,
-    publish,
+    run_and_publish,
     settle,
     summarize_ms,
     tree_cpu_seconds,
@@ -1082,14 +1082,7 @@ def section_name(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        report = run(args)
-    except BenchError as exc:
-        log(f"prepare_latency failed: {exc}")
-        return 1
-    section = section_name(report) if args.write_results else None
-    publish(report, render_markdown(report), section, as_json=args.json)
-    return 0
+    return run_and_publish("prepare_latency", args, run, render_markdown, section_name)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ from _common import (
     machine_facts,
     markdown_table,
     process_memory_kib,
-    publish,
+    run_and_publish,
     summarize_ms,
 )
 from prepare_latency import KINDS, VOCAB_ENTRIES, Prompt, make_prompts
@@ -386,15 +386,7 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        report = run(args)
-    except BenchError as exc:
-        log(f"semantic_latency failed: {exc}")
-        return 1
-    publish(
-        report, render_markdown(report), SECTION if args.write_results else None, as_json=args.json
-    )
-    return 0
+    return run_and_publish("semantic_latency", args, run, render_markdown, SECTION)
 
 
 if __name__ == "__main__":

@@ -49,8 +49,8 @@ from _common import (
     markdown_table,
     open_target,
     other_cores,
-    publish,
     remember,
+    run_and_publish,
     settle,
     summarize_ms,
     vector_probe,
@@ -509,20 +509,12 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        report = run(args)
-    except BenchError as exc:
-        log(f"write_scaling failed: {exc}")
-        return 1
     # One block per backend: an OceanBase run (P6) must not overwrite the SQLite one (P4).
     on_oceanbase = (args.database_url or "").startswith("mysql")
     section = SECTION + ("-oceanbase" if on_oceanbase else "")
     if args.embeddings != "off":
         section += f"-embeddings-{args.embeddings}"
-    publish(
-        report, render_markdown(report), section if args.write_results else None, as_json=args.json
-    )
-    return 0
+    return run_and_publish("write_scaling", args, run, render_markdown, section)
 
 
 if __name__ == "__main__":

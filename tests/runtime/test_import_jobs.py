@@ -87,6 +87,16 @@ def file_order(data: bytes, scope: str) -> list[str]:
     ]
 
 
+def assert_imported_as_written(target: Runtime, origin: Runtime, data: bytes) -> None:
+    """The file's scopes are in ``target`` as in ``origin``: the same records (exported again),
+    the same packs, each scope's versions in the file's order, the search index complete."""
+    assert body(exported(target, SCOPES)) == body(data)
+    for scope in SCOPES:
+        assert packs(target, scope) == packs(origin, scope)
+        assert version_order(target, scope) == file_order(data, scope)
+    assert target.stale_indexes() == []
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "oceanbase"])
 def test_scopes_written_at_once_give_the_database_one_at_a_time_gives(
     backend: str,
@@ -111,11 +121,7 @@ def test_scopes_written_at_once_give_the_database_one_at_a_time_gives(
     try:
         summary = write(target, data, jobs=3)
         assert summary.imported == len(SCOPES)
-        assert body(exported(target)) == body(data)
-        for scope in SCOPES:
-            assert packs(target, scope) == packs(origin, scope)
-            assert version_order(target, scope) == file_order(data, scope)
-        assert target.stale_indexes() == []
+        assert_imported_as_written(target, origin, data)
         assert write(target, data, jobs=3).identical == len(SCOPES)  # a rerun skips them all
     finally:
         target.close()
@@ -180,10 +186,7 @@ def test_an_import_beside_a_live_writer_loses_nothing(
     try:
         assert write(target, data, jobs=jobs).imported == len(SCOPES)
         assert len(written) >= 2 * len(SCOPES)  # several batches per scope, a remember each
-        assert body(exported(target, SCOPES)) == body(data)
-        for scope in SCOPES:
-            assert packs(target, scope) == packs(origin, scope)
-            assert version_order(target, scope) == file_order(data, scope)
+        assert_imported_as_written(target, origin, data)
         page = target.memory.list(ListMemoryEntriesRequest(scope_id=live, limit=100))
         assert sorted(e.text for e in page.entries) == sorted(written)
         assert target.stale_indexes() == []
@@ -219,11 +222,7 @@ def test_a_retried_scope_is_written_whole_in_fresh_ids(
     try:
         summary = write(target, data, jobs=2, write_progress=lambda done, _: progress.append(done))
         assert summary.imported == len(SCOPES) and attempts.count(SCOPES[2]) == 2
-        assert body(exported(target)) == body(data)
-        for scope in SCOPES:
-            assert packs(target, scope) == packs(origin, scope)
-            assert version_order(target, scope) == file_order(data, scope)
-        assert target.stale_indexes() == []
+        assert_imported_as_written(target, origin, data)
         assert progress[-1] == summary_total(data)  # progress ends at the file's total
     finally:
         target.close()
