@@ -549,17 +549,21 @@ class _RowIds:
         self._lock = threading.Lock()
         self._blocks: dict[tuple[int, str], range] = {}
         self._end: dict[str, int] = {}
-        if db.backend == "oceanbase" and sections:
-            with db.read() as conn:
-                for table, key in _ID_TABLES:
-                    first = _next_id(conn, table) + _LIVE_GAP
-                    for section in sections:
-                        count = section.counts[key]
-                        self._blocks[section.index, table.name] = range(first, first + count)
-                        first += count
-                    self._end[table.name] = first
-            for table, _ in _ID_TABLES:
-                self._move_counter(table, self._end[table.name])
+        if db.backend != "oceanbase":
+            return
+        moved: list[Table] = []
+        with db.read() as conn:
+            for table, key in _ID_TABLES:
+                start = first = _next_id(conn, table) + _LIVE_GAP
+                for section in sections:
+                    count = section.counts[key]
+                    self._blocks[section.index, table.name] = range(first, first + count)
+                    first += count
+                self._end[table.name] = first
+                if first > start:  # rows to import into this table
+                    moved.append(table)
+        for table in moved:
+            self._move_counter(table, self._end[table.name])
 
     def blocks(self, conn: Connection, section: ScopeSection) -> tuple[range, range]:
         """The scope's blocks for this attempt: its versions', its artifact revisions'."""
