@@ -1236,6 +1236,11 @@ def evaluate_budgets(report: dict[str, Any]) -> list[dict[str, Any]]:
     add("mixed.5xx", "O2", f"mixed load 5xx answers, {clients}", "0", mixed["errors_5xx"],
         "answers", mixed["errors_5xx"] == 0, f"of {mixed['requests']:,} requests",
         standard)  # fmt: skip
+    checks = report["checks"]
+    passed = sum(c["passed"] for c in checks)
+    add("checks", "O3", "cross-daemon correctness checks passed", f"{len(checks)} of "
+        f"{len(checks)}", passed, "checks", passed == len(checks),
+        ", ".join(f"{c['name']} {'pass' if c['passed'] else 'FAIL'}" for c in checks))  # fmt: skip
     load = report["load"]
     if not load["reused"]:
         rate = load["entries_per_second"]
@@ -1243,11 +1248,6 @@ def evaluate_budgets(report: dict[str, Any]) -> list[dict[str, Any]]:
             f"--jobs {load['jobs'] or 'default'})", f"≥ {IMPORT_MIN_PER_S:,.0f} entries/s",
             rate, "entries/s", rate >= IMPORT_MIN_PER_S,
             f"{load['import_seconds']:g} s")  # fmt: skip
-    checks = report["checks"]
-    passed = sum(c["passed"] for c in checks)
-    add("checks", "O3", "cross-daemon correctness checks passed", f"{len(checks)} of "
-        f"{len(checks)}", passed, "checks", passed == len(checks),
-        ", ".join(f"{c['name']} {'pass' if c['passed'] else 'FAIL'}" for c in checks))  # fmt: skip
     return rows
 
 
