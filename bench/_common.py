@@ -750,7 +750,7 @@ class BulkLoad:
         return self.entries / self.seconds if self.seconds > 0 else 0.0
 
 
-def _run_cli(
+def run_cli(
     home: Path, database_url: str | None, *command: str, what: str
 ) -> tuple[subprocess.CompletedProcess[str], float]:
     """``powercontext <command> --json`` on the daemon's home (and database), as a user runs
@@ -770,10 +770,10 @@ def _run_cli(
 
 
 def cli_json(home: Path, database_url: str | None, *command: str, what: str) -> Any:
-    """``powercontext <command> --json`` run as a user runs it (see :func:`_run_cli`); its
+    """``powercontext <command> --json`` run as a user runs it (see :func:`run_cli`); its
     JSON answer. For the administrative verbs a bench needs (``token create``, ``token
     revoke``) on the same database as its daemons."""
-    done, _ = _run_cli(home, database_url, *command, what=what)
+    done, _ = run_cli(home, database_url, *command, what=what)
     return json.loads(done.stdout)
 
 
@@ -798,7 +798,7 @@ def bulk_load(
         with open(path, "wb") as out:
             write_memory_export(out, scope_id, items, seed=seed, epoch_ms=epoch_ms)
         written = time.perf_counter() - started
-        _, seconds = _run_cli(home, database_url, "import", str(path), what="bulk import")
+        _, seconds = run_cli(home, database_url, "import", str(path), what="bulk import")
     return BulkLoad(len(items), seconds, written)
 
 
@@ -821,7 +821,7 @@ def bulk_load_scopes(
             write_scopes_export(out, scopes, seed=seed, epoch_ms=epoch_ms)
         written = time.perf_counter() - started
         command = ["import", str(path)] + ([] if jobs is None else ["--jobs", str(jobs)])
-        _, seconds = _run_cli(home, database_url, *command, what="bulk import")
+        _, seconds = run_cli(home, database_url, *command, what="bulk import")
     return BulkLoad(sum(len(items) for _, items in scopes), seconds, written)
 
 
@@ -830,7 +830,7 @@ def compact_storage(home: Path, database_url: str | None, wait: float = 900) -> 
     OceanBase user to run after a bulk load (the server's major compaction merges the loaded
     rows now instead of in the background later, under the timed work). Seconds it took."""
     wait_arg = str(int(wait))
-    done, seconds = _run_cli(home, database_url, "compact", "--wait", wait_arg, what="compact")
+    done, seconds = run_cli(home, database_url, "compact", "--wait", wait_arg, what="compact")
     if not json.loads(done.stdout).get("finished"):
         raise BenchError(f"compact did not finish within {wait:g} s")
     return seconds

@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +41,7 @@ from _common import (
     machine_facts,
     process_cpu_seconds,
     run_and_publish,
+    run_cli,
     write_scopes_export,
 )
 from _scopes import add_layout_arguments, interleaved, layout, resolve_layout, scope_items
@@ -136,31 +136,18 @@ def wait_idle(pid: int | None) -> None:
 
 
 def import_once(path: Path, url: str, jobs: int, home: Path, pid: int | None) -> dict[str, Any]:
-    command = [sys.executable, "-m", "powercontext_runtime.cli.main", "import", str(path)]
-    command += ["--data-dir", str(home), "--database-url", url, "--json", "--jobs", str(jobs)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POWERCONTEXT_")}
     server_before = None if pid is None else process_cpu_seconds(pid)
-    children_before = os.times()
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    wall = time.perf_counter() - started
-    children = os.times()
-    if done.returncode != 0:
-        raise BenchError(
-            f"import --jobs {jobs} failed (exit {done.returncode}): {done.stderr[-2000:]}"
-        )
+    before = os.times()
+    done, wall = run_cli(home, url, "import", str(path), "--jobs", str(jobs), what="import")
+    after = os.times()
+    importer = after.children_user + after.children_system
+    importer -= before.children_user + before.children_system
     return {
         "wall_seconds": round(wall, 2),
         "server_cpu_seconds": None
-        if pid is None
+        if pid is None or server_before is None
         else round(process_cpu_seconds(pid) - server_before, 1),
-        "importer_cpu_seconds": round(
-            children.children_user
-            + children.children_system
-            - children_before.children_user
-            - children_before.children_system,
-            1,
-        ),
+        "importer_cpu_seconds": round(importer, 1),
         "summary": json.loads(done.stdout),
     }
 

@@ -582,12 +582,12 @@ BUDGETS: tuple[Budget, ...] = (
            TEAM, "team-scale", team_row("mixed.prepare_p95")),
     Budget("O2.5xx", "O2", "seekdb: 12 clients over 3 daemons, 5xx answers", "0", TEAM,
            "team-scale", team_row("mixed.5xx")),
-    Budget("O4.import", "O4", "seekdb: import of the 200-scope corpus (`powercontext "
-           "import`, issue 32)", "≥ 5,000 entries/s", TEAM, "team-scale",
-           team_row("load.entries_per_s")),
     Budget("O3.checks", "O3", "cross-daemon correctness: one approval of 30, 12 writers, "
            "next-request visibility, revoke, SIGKILL", "all pass", TEAM, "team-scale",
            team_row("checks")),
+    Budget("O4.import", "O4", "seekdb: import of the 200-scope corpus (`powercontext "
+           "import`, issue 32)", "≥ 5,000 entries/s", TEAM, "team-scale",
+           team_row("load.entries_per_s")),
     Budget("X4.round-trip", "X4", "round trip byte-identical (re-export and packs, SQLite and "
            "seekdb)", "identical", PORTABILITY, "portability", script_row("round_trip")),
 )  # fmt: skip

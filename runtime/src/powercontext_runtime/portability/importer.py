@@ -71,7 +71,7 @@ from .records import (
     zero_counts,
 )
 
-__all__ = ["ImportSummary", "default_jobs", "import_file", "plan_import"]
+__all__ = ["ImportSummary", "import_file", "plan_import"]
 
 Analyze = Callable[[str], list[str]]
 Progress = Callable[[int, int], None]
@@ -84,6 +84,10 @@ _INDEX_CHUNK = 5000  # search documents analysed and added at a time
 #: From this many entry versions on, the analysis runs in a worker process (below, the
 #: import takes a few seconds at most and a worker gains nothing).
 _PARALLEL_MIN = 20_000
+#: Scopes an OceanBase import writes at once unless told, each on a connection of its own:
+#: the server runs one transaction's statements on one thread (docs/decisions/
+#: oceanbase-writes.md, "Several scopes at once").
+_OCEANBASE_JOBS = 2
 _IMPORT_CACHE_KIB = 256 * 1024  # SQLite page cache while a scope loads (only what it uses)
 
 
@@ -998,9 +1002,9 @@ def write_plan(
     jobs: int | None = None,
 ) -> None:
     """Pass 2: write the plan's new scopes, one transaction each, ``jobs`` scopes at a time
-    (default :func:`default_jobs`)."""
+    on OceanBase (default ``_OCEANBASE_JOBS``)."""
     new = plan.new
-    total = sum(section.counts[key] for section in new for key in PROGRESS_KEYS)
+    total = sum(map(_size, new))
     lock = threading.Lock()
     written = [0]
 
@@ -1015,7 +1019,7 @@ def write_plan(
     versions = sum(section.counts["memory_versions"] for section in new)
     # SQLite has one writer at a time: a second scope would only wait for the first, and
     # time out behind a large one.
-    workers = 1 if db.backend == "sqlite" else min(jobs or default_jobs(db), len(new))
+    workers = 1 if db.backend == "sqlite" else min(jobs or _OCEANBASE_JOBS, len(new))
     # Started before any writer thread: the analyser's worker is forked, which is safe only
     # while this process runs one thread.
     analyser = _Analyser(analyze, versions)
@@ -1032,13 +1036,6 @@ def write_plan(
             _write_concurrently(write, new, workers)
     finally:
         analyser.close()
-
-
-def default_jobs(db: Database) -> int:
-    """Scopes written at once unless told: on OceanBase two, each on a connection of its own
-    (the server runs each transaction's statements on one thread; docs/decisions/
-    oceanbase-writes.md); on SQLite always one."""
-    return 2 if db.backend == "oceanbase" else 1
 
 
 def _write_concurrently(
